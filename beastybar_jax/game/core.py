@@ -16,6 +16,18 @@ _CARD_SPECIES = jnp.asarray(A.ACTION_CARD_SPECIES)
 _ACTING_SPECIES = jnp.asarray(A.ACTION_ACTING_SPECIES)
 _PARAM = jnp.asarray(A.ACTION_PARAM)
 _SPECIES = jnp.arange(C.NUM_SPECIES)
+_ACTIONS = jnp.arange(A.NUM_ACTIONS)
+
+
+def _lookup(table, index):
+    """``table[index]`` for a small constant table, as a one-hot sum: under vmap on
+    CPU a per-game dynamic gather costs far more than a few dozen selects."""
+    return jnp.sum(jnp.where(jnp.arange(table.shape[0]) == index, table, 0))
+
+
+def _row(rows, player):
+    """``rows[player]`` of a ``[2, ...]`` array, without a dynamic gather."""
+    return jnp.where(player == 0, rows[0], rows[1])
 
 
 def init_from_deal(hands, decks, starting_player) -> State:
@@ -43,18 +55,39 @@ def init_from_deal(hands, decks, starting_player) -> State:
 
 def init(key: jax.Array) -> State:
     """A new game: each player's 12 cards shuffled (4 in hand, 8 in the deck) and
-    a uniformly random starting player."""
-    deal_key, start_key = jax.random.split(key)
-    order = jax.vmap(lambda k: jax.random.permutation(k, C.NUM_SPECIES))(
-        jax.random.split(deal_key, C.NUM_PLAYERS)
+    a uniformly random starting player.
+
+    The shuffle ranks 12 random 32-bit words per player (ties, with probability
+    about 1.5e-8, go to the lower species id) instead of calling
+    ``jax.random.permutation``: one batch of 25 random words and a 12x12
+    comparison cost a fraction of two sorts, and auto-reset loops call ``init``
+    for every game at every step.
+    """
+    bits = jax.random.bits(key, (C.NUM_PLAYERS * C.NUM_SPECIES + 1,), jnp.uint32)
+    words = bits[:-1].reshape(C.NUM_PLAYERS, C.NUM_SPECIES)  # [2, 12]
+    before = (words[:, None, :] < words[:, :, None]) | (
+        (words[:, None, :] == words[:, :, None]) & (_SPECIES[None, :] < _SPECIES[:, None])
     )
-    starting_player = jax.random.bernoulli(start_key).astype(jnp.int8)
-    return init_from_deal(order[:, : C.HAND_SIZE], order[:, C.HAND_SIZE :], starting_player)
+    rank = jnp.sum(before, axis=-1)  # [2, 12] place of each species in the shuffle
+    deck_place = jnp.arange(C.DECK_SIZE) + C.HAND_SIZE
+    at_place = rank[:, None, :] == deck_place[None, :, None]  # [2, 8, 12]
+    deck = jnp.sum(jnp.where(at_place, _SPECIES, 0), axis=-1)
+    return State(
+        queue=jnp.full(C.QUEUE_SLOTS, -1, dtype=jnp.int8),
+        hand=rank < C.HAND_SIZE,
+        deck=deck.astype(jnp.int8),
+        bar=jnp.zeros((C.NUM_PLAYERS, C.NUM_SPECIES), dtype=bool),
+        thats_it=jnp.zeros((C.NUM_PLAYERS, C.NUM_SPECIES), dtype=bool),
+        current_player=(bits[-1] & 1).astype(jnp.int8),
+        turn=jnp.zeros((), dtype=jnp.int8),
+        terminated=jnp.zeros((), dtype=bool),
+        rewards=jnp.zeros(C.NUM_PLAYERS, dtype=jnp.float32),
+    )
 
 
 def legal_action_mask(state: State) -> jax.Array:
     """``bool[31]`` actions the player to move may take; all False once terminated."""
-    hand = state.hand[state.current_player]  # [12]
+    hand = _row(state.hand, state.current_player)  # [12]
     queue_species = Q.species_of(state.queue)
     queue_length = jnp.sum(state.queue >= 0)
     in_queue = jnp.any(queue_species[:, None] == _SPECIES[None, :], axis=0)  # [12]
@@ -76,12 +109,13 @@ def _card_mask(cards):
 def _play(state: State, action) -> State:
     """One legal turn: play, on-play ability, recurring, five-animal check, draw."""
     player = state.current_player.astype(jnp.int32)
-    card_species = _CARD_SPECIES[action]
+    card_species = _lookup(_CARD_SPECIES, action)
+    acting_species = _lookup(_ACTING_SPECIES, action)
     card = player * C.NUM_SPECIES + card_species
     queue = state.queue.astype(jnp.int32)
     queue = jnp.where(Q.INDEX == jnp.sum(queue >= 0), card, queue)
 
-    keys, remove = Q.on_play(queue, _ACTING_SPECIES[action], _PARAM[action])
+    keys, remove = Q.on_play(queue, acting_species, _lookup(_PARAM, action))
     queue, gone = Q.apply(queue, keys, remove)
     skip_giraffe = jnp.where(card_species == C.GIRAFFE, card, -1)
     queue, eaten = Q.recurring(queue, skip_giraffe)
@@ -134,7 +168,7 @@ def step(state: State, action) -> State:
     action = jnp.asarray(action, dtype=jnp.int32)
     in_range = (action >= 0) & (action < A.NUM_ACTIONS)
     safe_action = jnp.clip(action, 0, A.NUM_ACTIONS - 1)
-    legal = in_range & legal_action_mask(state)[safe_action]
+    legal = in_range & jnp.any(legal_action_mask(state) & (_ACTIONS == safe_action))
     played = _play(state, safe_action)
     mover_loses = jnp.where(jnp.arange(C.NUM_PLAYERS) == state.current_player, -1.0, 1.0)
     forfeited = state.replace(terminated=jnp.ones((), dtype=bool), rewards=mover_loses.astype(jnp.float32))

@@ -34,35 +34,40 @@ def observe(state: State, player) -> jax.Array:
     deck, nor on either deck's order.
     """
     player = jnp.asarray(player, jnp.int32)
-    opponent = 1 - player
+    is_first = player == 0
+    # ``x[player]`` / ``x[1 - player]`` of a ``[2, ...]`` array as selects: a dynamic
+    # gather per game is much slower under vmap on CPU.
+    mine = lambda x: jnp.where(is_first, x[0], x[1])
+    theirs = lambda x: jnp.where(is_first, x[1], x[0])
     species = jnp.arange(C.NUM_SPECIES)
     in_deck = jnp.any(state.deck[:, :, None] == species[None, None, :], axis=1)  # [2, 12]
-    queue_species = Q.species_of(state.queue[:QUEUE_TOKENS])
-    queue_owner = state.queue[:QUEUE_TOKENS] // C.NUM_SPECIES
-    occupied = state.queue[:QUEUE_TOKENS] >= 0
+    queue_cards = state.queue[:QUEUE_TOKENS].astype(jnp.int32)
+    occupied = queue_cards >= 0
+    queue_species = jnp.where(occupied, queue_cards % C.NUM_SPECIES, -1)
+    owned_by_first = queue_cards < C.NUM_SPECIES
     queue = jnp.concatenate([
         queue_species[:, None] == species[None, :],
-        (occupied & (queue_owner == player))[:, None],
-        (occupied & (queue_owner == opponent))[:, None],
+        (occupied & (owned_by_first == is_first))[:, None],
+        (occupied & (owned_by_first != is_first))[:, None],
     ], axis=1)
     hand_sizes = jnp.sum(state.hand, axis=1)
     deck_sizes = state.deck_sizes
     scores = state.scores
     counts = jnp.stack([
-        hand_sizes[player] / C.HAND_SIZE,
-        deck_sizes[player] / C.DECK_SIZE,
-        hand_sizes[opponent] / C.HAND_SIZE,
-        deck_sizes[opponent] / C.DECK_SIZE,
+        mine(hand_sizes) / C.HAND_SIZE,
+        mine(deck_sizes) / C.DECK_SIZE,
+        theirs(hand_sizes) / C.HAND_SIZE,
+        theirs(deck_sizes) / C.DECK_SIZE,
         jnp.sum(occupied) / QUEUE_TOKENS,
         state.turn / C.NUM_CARDS,
-        scores[player] / 20.0,
-        scores[opponent] / 20.0,
+        mine(scores) / 20.0,
+        theirs(scores) / 20.0,
         (state.current_player == player).astype(jnp.float32),
     ])
     parts = [
-        state.hand[player], in_deck[player], state.hand[opponent] | in_deck[opponent],
-        queue.reshape(-1), state.bar[player], state.bar[opponent],
-        state.thats_it[player], state.thats_it[opponent],
+        mine(state.hand), mine(in_deck), theirs(state.hand) | theirs(in_deck),
+        queue.reshape(-1), mine(state.bar), theirs(state.bar),
+        mine(state.thats_it), theirs(state.thats_it),
     ]
     return jnp.concatenate([p.astype(jnp.float32) for p in parts] + [counts.astype(jnp.float32)])
 

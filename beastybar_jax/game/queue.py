@@ -110,9 +110,10 @@ def on_play(queue, acting_species, param):
     second = jnp.max(jnp.where(targets & (strength < first), strength, 0))
     skunk_remove = targets & ((strength == first) | (strength == second))
 
-    hippo_keys, _ = hippo(queue, strength, species, position, strength[position])
-    _, croc_remove = crocodile(queue, strength, species, position, strength[position])
-    giraffe_keys, _ = giraffe(queue, strength, species, position, strength[position])
+    acting_strength = acting_species + 1
+    hippo_keys, _ = hippo(queue, strength, species, position, acting_strength)
+    _, croc_remove = crocodile(queue, strength, species, position, acting_strength)
+    giraffe_keys, _ = giraffe(queue, strength, species, position, acting_strength)
 
     keys_by_species = jnp.stack([
         BASE_KEYS,                                                  # skunk
@@ -134,7 +135,12 @@ def on_play(queue, acting_species, param):
         NO_REMOVAL, monkey_remove, NO_REMOVAL, NO_REMOVAL, NO_REMOVAL, NO_REMOVAL,
         NO_REMOVAL, croc_remove, NO_REMOVAL, lion_remove,
     ])
-    return keys_by_species[acting_species], remove_by_species[acting_species]
+    # Select the acting species' row with a one-hot sum: a dynamic gather per game
+    # is much slower than 12 selects under vmap on CPU.
+    is_acting = (jnp.arange(C.NUM_SPECIES) == acting_species)[:, None]
+    keys = jnp.sum(jnp.where(is_acting, keys_by_species, 0), axis=0)
+    remove = jnp.any(is_acting & remove_by_species, axis=0)
+    return keys, remove
 
 
 # Visits the cursor can make: each slot once, plus rescans. A crocodile's rescan
@@ -142,6 +148,34 @@ def on_play(queue, acting_species, param):
 # passes k cards revisits k - 1. Nothing can pass a hippo, so each of the two
 # hippos passes at most 4 cards in a phase: at most 5 + 2 * 3 visits.
 RECURRING_STEPS = SLOTS + 2 * 3
+
+# The recurring phase runs on a packed queue: slot i holds ``card + 1`` in bits
+# 5i..5i+4 of one int32 (0 = empty). Moving or eating cards is then a handful of
+# shifts and masks per game instead of a 5x5 reordering per visit, which keeps
+# the 11 unrolled visits cheap under vmap.
+_BITS = 5
+_SHIFTS = _BITS * INDEX  # [5]
+
+
+def pack(queue):
+    """``int32[]`` of a ``[5]`` queue (``-1`` empty)."""
+    return jnp.sum((queue.astype(jnp.int32) + 1) << _SHIFTS)
+
+
+def unpack(packed):
+    """``int32[5]`` queue (``-1`` empty) of a packed queue."""
+    return ((packed >> _SHIFTS) & 31) - 1
+
+
+def _below(packed, n):
+    """The slots before ``n`` (0 <= n <= 5)."""
+    return packed & ((1 << (_BITS * n)) - 1)
+
+
+def _card_set(packed):
+    """``int32[]`` bit ``card`` set for each card in a packed queue."""
+    slots = (packed >> _SHIFTS) & 31
+    return jnp.sum(jnp.where(slots > 0, 1 << jnp.maximum(slots - 1, 0), 0))
 
 
 def recurring(queue, skip_card):
@@ -158,24 +192,38 @@ def recurring(queue, skip_card):
     """
 
     def visit(_, carry):
-        queue, cursor, removed_cards = carry
-        actor = jnp.where(cursor < SLOTS, jnp.sum(jnp.where(INDEX == cursor, queue, 0)), -1)
-        species = species_of(queue)
-        strength = jnp.where(queue >= 0, species + 1, 0)
-        actor_species = jnp.where(actor >= 0, actor % C.NUM_SPECIES, -1)
+        packed, cursor = carry
+        at = jnp.minimum(cursor, SLOTS)  # slot 5 reads as empty
+        actor = ((packed >> (_BITS * at)) & 31) - 1  # card, -1 if none
+        actor_species = jnp.where(actor >= C.NUM_SPECIES, actor - C.NUM_SPECIES, actor)
         actor_strength = actor_species + 1
-        run, last_block = weaker_run(strength, species, cursor, actor_strength)
-        g_keys, _ = giraffe(queue, strength, species, cursor, actor_strength)
+        slots = ((packed >> _SHIFTS) & 31) - 1  # [5] cards
+        species = jnp.where(slots >= C.NUM_SPECIES, slots - C.NUM_SPECIES, slots)
+        blocks = (INDEX < cursor) & ((species + 1 >= actor_strength) | (species == C.ZEBRA) | (slots < 0))
+        last_block = jnp.max(jnp.where(blocks, INDEX, -1))
+        run_start = last_block + 1  # first card of the weaker run ahead
+        has_run = run_start < cursor
+        ahead_species = jnp.sum(jnp.where(INDEX == cursor - 1, species, 0))
         is_hippo = actor_species == C.HIPPO
         is_croc = actor_species == C.CROCODILE
-        is_giraffe = (actor_species == C.GIRAFFE) & (actor != skip_card)
-        h_keys = jnp.where(INDEX == cursor, 4 * (last_block + 1) - 2, BASE_KEYS)
-        keys = jnp.where(is_hippo, h_keys, jnp.where(is_giraffe, g_keys, BASE_KEYS))
-        queue, removed = apply(queue, keys, is_croc & run)
-        moved_ahead = (is_hippo | is_croc) & jnp.any(run)
-        cursor = jnp.where(moved_ahead, last_block + 2, cursor + 1)
-        return queue, cursor, removed_cards | removed
+        jumps = ((actor_species == C.GIRAFFE) & (actor != skip_card) & (cursor > 0)
+                 & (ahead_species + 1 < actor_strength))
+        # Hippo or giraffe: the actor moves to slot ``to``, the cards from ``to``
+        # up to the cursor move back one slot.
+        to = jnp.where(is_hippo & has_run, run_start, jnp.where(jumps, cursor - 1, at))
+        moved = (_below(packed, to)
+                 | ((actor + 1) << (_BITS * to))
+                 | ((_below(packed, at) >> (_BITS * to)) << (_BITS * (to + 1)))
+                 | ((packed >> (_BITS * (at + 1))) << (_BITS * (at + 1))))
+        # Crocodile: the run from ``run_start`` up to the cursor is eaten.
+        eaten = _below(packed, run_start) | ((packed >> (_BITS * at)) << (_BITS * run_start))
+        packed = jnp.where(is_croc & has_run, eaten, moved)
+        cursor = jnp.where((is_hippo | is_croc) & has_run, last_block + 2, cursor + 1)
+        return packed, cursor
 
-    init = (queue, jnp.zeros((), jnp.int32), jnp.zeros(C.NUM_CARDS, dtype=bool))
-    queue, _, removed_cards = jax.lax.fori_loop(0, RECURRING_STEPS, visit, init, unroll=True)
-    return queue, removed_cards
+    packed = pack(queue)
+    init = (packed, jnp.zeros((), jnp.int32))
+    final, _ = jax.lax.fori_loop(0, RECURRING_STEPS, visit, init, unroll=True)
+    removed = _card_set(packed) & ~_card_set(final)
+    removed_cards = ((removed >> jnp.arange(C.NUM_CARDS)) & 1).astype(bool)
+    return unpack(final), removed_cards

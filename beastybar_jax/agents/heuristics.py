@@ -1,0 +1,195 @@
+"""The reference project's hand-written opponents, re-implemented from their
+decision rules (../shared/reference/FACTS.md), so our win rates compare with theirs.
+
+Each agent applies every legal move to a world the mover may know (``one_ply``:
+``game.step`` on ``game.sample_world`` for the mover, i.e. on-play ability,
+recurring phase and five-animal check), scores the resulting table, and plays
+the best move, ties broken at random with the key. The 31 moves are scored at
+once with ``vmap``. The card the mover draws is hidden from them, so no score
+reads it: hands are taken after the play, before the draw.
+
+Where the written rules leave a detail open we chose, and document:
+- "the species played" is the card's species: a chameleon gets the chameleon
+  bonus, never the copied species' bonus;
+- a played card that entered the bar in this move's five-animal check counts as
+  having "ended at the front" (place 0) for the lion, kangaroo and giraffe
+  bonuses;
+- "queue length" in the material formula is the length after the move;
+  zebra's "opponent hippo or crocodile in the queue" and outcome_heuristic's
+  "visible cards" (queue + bar + THAT'S IT) are read before the move;
+- outcome_heuristic's monkey "+12 more" is added on top of the "+15" only.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from beastybar_jax import game
+from beastybar_jax.agents.base import Agent, hand_after_play, one_ply, random_best
+from beastybar_jax.game import cards as C
+from beastybar_jax.game.actions import ACTION_ACTING_SPECIES, ACTION_CARD_SPECIES, ACTION_PARAM
+
+_POINTS = jnp.asarray(C.POINTS, jnp.float32)
+_CARD_SPECIES = jnp.asarray(ACTION_CARD_SPECIES)
+_ACTING_SPECIES = jnp.asarray(ACTION_ACTING_SPECIES)
+_PARAM = jnp.asarray(ACTION_PARAM)
+_SLOT = jnp.arange(C.QUEUE_SLOTS)
+_OUTCOME_QUEUE_WEIGHTS = jnp.asarray([0.53, 0.37, 0.25, 0.27, 0.10], jnp.float32)
+_BIG_FIVE = jnp.zeros(C.NUM_SPECIES, bool).at[
+    jnp.asarray([C.CROCODILE, C.HIPPO, C.LION, C.ZEBRA, C.GIRAFFE])].set(True)
+_RECURRING = jnp.zeros(C.NUM_SPECIES, bool).at[jnp.asarray([C.HIPPO, C.CROCODILE, C.GIRAFFE])].set(True)
+
+HEURISTIC_BAR_WEIGHTS = {"heuristic": 2.0, "aggressive": 3.0, "defensive": 1.0}
+
+
+def _points(mask):
+    """Points of a ``bool[..., 12]`` species mask."""
+    return jnp.sum(mask * _POINTS, axis=-1)
+
+
+def _queue_parts(queue, mover):
+    """For a ``[5]`` queue: (present, own, opponent, species, points) per slot."""
+    queue = queue.astype(jnp.int32)
+    present = queue >= 0
+    species = jnp.where(present, queue % C.NUM_SPECIES, 0)
+    own = present & (queue // C.NUM_SPECIES == mover)
+    opponent = present & ~own
+    return present, own, opponent, species, jnp.where(present, _POINTS[species], 0.0)
+
+
+class _Move:
+    """What every move does to the table, from the mover's side. Arrays are ``[A, ...]``."""
+
+    def __init__(self, world: game.State, after: game.State):
+        self.world, self.after = world, after
+        p = world.current_player.astype(jnp.int32)
+        o = 1 - p
+        self.mover = p
+        self.bar_gain_own = _points(after.bar[:, p] & ~world.bar[p])
+        self.bar_gain_opp = _points(after.bar[:, o] & ~world.bar[o])
+        self.new_thats_it_own = after.thats_it[:, p] & ~world.thats_it[p]  # [A, 12]
+        self.new_thats_it_opp = after.thats_it[:, o] & ~world.thats_it[o]
+        self.lost_own = _points(self.new_thats_it_own)
+        self.lost_opp = _points(self.new_thats_it_opp)
+        card = p * C.NUM_SPECIES + _CARD_SPECIES  # [A]
+        at = after.queue.astype(jnp.int32) == card[:, None]  # [A, 5]
+        entered_bar = after.bar[:, p][jnp.arange(game.NUM_ACTIONS), _CARD_SPECIES]
+        # place of the played card after the move; 0 if it entered the bar, -1 if gone.
+        self.place = jnp.where(entered_bar, 0, jnp.where(jnp.any(at, 1), jnp.argmax(at, 1), -1))
+        # the parrot's target (by card or by a chameleon copying a parrot), before the move
+        before = world.queue.astype(jnp.int32)
+        target = before[jnp.clip(_PARAM, 0, C.QUEUE_SLOTS - 1)]
+        self.target_present = (_ACTING_SPECIES == C.PARROT) & (target >= 0)
+        self.target_own = target // C.NUM_SPECIES == p
+        self.target_species = jnp.where(target >= 0, target % C.NUM_SPECIES, 0)
+        self.target_points = _POINTS[self.target_species]
+        self.length_before = jnp.sum(before >= 0)
+
+
+def heuristic_scores(world: game.State, after: game.State, bar_weight: float) -> jax.Array:
+    """``float32[A]`` the reference ``heuristic`` score of each move (material + species bonus)."""
+    m = _Move(world, after)
+    p, o = m.mover, 1 - m.mover
+    # Material after the move.
+    material = bar_weight * (_points(after.bar[:, p]) - _points(after.bar[:, o]))
+    present, own, opp, _, pts = jax.vmap(_queue_parts, in_axes=(0, None))(after.queue, p)
+    length = jnp.maximum(jnp.sum(present, axis=1, keepdims=True), 1)
+    f = 1.0 - _SLOT[None, :] / length
+    queue_weight = 1.1 * f + 0.3 * (1.0 - f)
+    material += jnp.sum(queue_weight * pts * (own.astype(jnp.float32) - opp), axis=1)
+    material += -0.5 * _points(after.thats_it[:, p]) + 0.5 * _points(after.thats_it[:, o])
+    material += 0.1 * _points(hand_after_play(world))
+
+    s = _CARD_SPECIES
+    bonus = jnp.zeros(game.NUM_ACTIONS, jnp.float32)
+    skunk = jnp.where(m.lost_opp >= 5, 3.0, jnp.where(m.lost_opp >= 3, 1.5,
+                      jnp.where((m.lost_opp == 0) & (m.lost_own > 0), -2.0, 0.0)))
+    bonus += jnp.where(s == C.SKUNK, skunk, 0.0)
+    parrot = jnp.where(m.target_own, -0.5, 0.5) * m.target_points
+    bonus += jnp.where((s == C.PARROT) & m.target_present, parrot, 0.0)
+    bonus += jnp.where((s == C.LION) & (m.place == 0), 2.0, 0.0)
+    bonus += jnp.where((s == C.MONKEY) & (m.lost_opp >= 4), 2.5, 0.0)
+    seal = jnp.where(m.bar_gain_own > m.bar_gain_opp, 1.5, jnp.where(m.bar_gain_own < m.bar_gain_opp, -1.0, 0.0))
+    bonus += jnp.where(s == C.SEAL, seal, 0.0)
+    more_in_queue = jnp.sum(own, 1) > jnp.sum(opp, 1)
+    snake = 0.5 * jnp.sum(jnp.where(own & (_SLOT[None, :] < 2), pts, 0.0), axis=1)
+    bonus += jnp.where((s == C.SNAKE) & more_in_queue, snake, 0.0)
+    _, _, opp_before, species_before, _ = _queue_parts(world.queue, p)
+    big_opp = jnp.any(opp_before & ((species_before == C.HIPPO) | (species_before == C.CROCODILE)))
+    bonus += jnp.where(s == C.ZEBRA, jnp.where(big_opp, 1.5, -0.5), 0.0)
+    bonus += jnp.where((s == C.KANGAROO) & (m.place >= 0) & (m.place <= 1), 1.0, 0.0)
+    giraffe = jnp.where(m.place == 0, 1.5, jnp.where(m.place == 1, 0.5, 0.0))
+    bonus += jnp.where(s == C.GIRAFFE, giraffe, 0.0)
+    bonus += jnp.where(s == C.CROCODILE, 0.3 * m.lost_opp, 0.0)
+    bonus += jnp.where(s == C.CHAMELEON, 0.1 * (_ACTING_SPECIES + 1), 0.0)
+    return material + bonus
+
+
+def _outcome_queue_value(queue, mover):
+    _, own, opp, _, pts = _queue_parts(queue, mover)
+    return jnp.sum(_OUTCOME_QUEUE_WEIGHTS * pts * (own - 0.6 * opp), axis=-1)
+
+
+def outcome_scores(world: game.State, after: game.State) -> jax.Array:
+    """``float32[A]`` the reference ``outcome_heuristic`` score of each move."""
+    m = _Move(world, after)
+    p = m.mover
+    score = 3.0 * m.bar_gain_own - 2.0 * m.bar_gain_opp - 2.5 * m.lost_own + 2.0 * m.lost_opp
+    value_after = jax.vmap(_outcome_queue_value, in_axes=(0, None))(after.queue, p)
+    score += 1.5 * (value_after - _outcome_queue_value(world.queue, p))
+    _, own_after, opp_after, species_after, _ = jax.vmap(_queue_parts, in_axes=(0, None))(after.queue, p)
+    score += jnp.where(jnp.any(own_after[:, :2], axis=1), 2.0, 0.0)
+    score += 1.5 * jnp.sum(m.new_thats_it_opp & _BIG_FIVE[None, :], axis=1)
+
+    s = _CARD_SPECIES
+    index_fraction = 1.0 - _PARAM / jnp.maximum(m.length_before, 1)
+    parrot_opp = (0.4 * m.target_points + 1.5 * _BIG_FIVE[m.target_species]
+                  + 1.0 * _RECURRING[m.target_species] + 0.5 * index_fraction)
+    parrot = jnp.where(m.target_own, -0.8 * m.target_points, parrot_opp)
+    score += jnp.where((s == C.PARROT) & m.target_present, parrot, 0.0)
+    score += jnp.where(s == C.SKUNK, 0.5 * (m.lost_opp - m.lost_own), 0.0)
+
+    _, _, opp_before, species_before, _ = _queue_parts(world.queue, p)
+    big = (species_before == C.HIPPO) | (species_before == C.CROCODILE)
+    big_before = jnp.sum(opp_before & big)
+    big_after = jnp.sum(opp_after & ((species_after == C.HIPPO) | (species_after == C.CROCODILE)), axis=1)
+    fewer = big_after < big_before
+    opp_monkey = jnp.any(opp_before & (species_before == C.MONKEY))
+    monkey = jnp.where(fewer, 15.0 + jnp.where(opp_monkey, 12.0, 0.0), 0.0)
+    score += jnp.where(s == C.MONKEY, monkey, 0.0)
+
+    visible = jnp.sum(world.queue >= 0) + jnp.sum(world.bar) + jnp.sum(world.thats_it)
+    early = (s == C.HIPPO) | (s == C.CROCODILE) | (s == C.GIRAFFE)
+    late = (s == C.PARROT) | (s == C.SKUNK) | (s == C.CROCODILE)
+    score += jnp.where(early & (visible <= 3), 0.5, 0.0)
+    score += jnp.where(late & (visible >= 8), 0.3, 0.0)
+    return score
+
+
+def make_heuristic_act(bar_weight: float):
+    """``act`` of the material + bonus heuristic with the given bar weight."""
+
+    def act(state: game.State, key: jax.Array) -> jax.Array:
+        world_key, tie_key = jax.random.split(key)
+        world, after, mask = one_ply(state, world_key)
+        return random_best(heuristic_scores(world, after, bar_weight), mask, tie_key)
+
+    return act
+
+
+def outcome_heuristic_act(state: game.State, key: jax.Array) -> jax.Array:
+    world_key, tie_key = jax.random.split(key)
+    world, after, mask = one_ply(state, world_key)
+    return random_best(outcome_scores(world, after), mask, tie_key)
+
+
+def heuristic_agent(name: str = "heuristic") -> Agent:
+    """``heuristic`` (bar weight 2), ``aggressive`` (3) or ``defensive`` (1)."""
+    if name not in HEURISTIC_BAR_WEIGHTS:
+        raise ValueError(f"unknown heuristic {name!r}; expected one of {', '.join(HEURISTIC_BAR_WEIGHTS)}")
+    return Agent(name, make_heuristic_act(HEURISTIC_BAR_WEIGHTS[name]))
+
+
+def outcome_heuristic_agent() -> Agent:
+    return Agent("outcome_heuristic", outcome_heuristic_act)

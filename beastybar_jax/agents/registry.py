@@ -1,0 +1,137 @@
+"""Agents by name, for every command line and config (``eval_opponents``).
+
+Specs::
+
+    random | greedy | heuristic | aggressive | defensive | outcome_heuristic
+    mcts-<N>[@worlds=<K>][@algo=gumbel|puct][@playouts=<P>]
+    checkpoint:<path>                      trained network, policy argmax
+    checkpoint:<path>@sims=<N>[@worlds=<K>][@algo=gumbel|puct]
+                                           trained network + search (the run's
+                                           search config, with these overrides)
+
+``<path>`` is a run directory, its ``checkpoints/`` directory or one
+``checkpoints/<iteration>`` directory. Options follow ``@`` and are peeled off
+from the end, so a path may itself contain ``@``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from beastybar_jax.agents.base import Agent
+from beastybar_jax.agents.baselines import greedy_agent, random_agent
+from beastybar_jax.agents.heuristics import heuristic_agent, outcome_heuristic_agent
+from beastybar_jax.game import BEASTYBAR, Game
+
+_SIMPLE = {
+    "random": random_agent,
+    "greedy": greedy_agent,
+    "heuristic": lambda: heuristic_agent("heuristic"),
+    "aggressive": lambda: heuristic_agent("aggressive"),
+    "defensive": lambda: heuristic_agent("defensive"),
+    "outcome_heuristic": outcome_heuristic_agent,
+}
+AGENT_NAMES = (*_SIMPLE, "mcts-<N>", "checkpoint:<path>", "checkpoint:<path>@sims=<N>")
+_OPTION = re.compile(r"^(?P<key>[a-z_]+)=(?P<value>[A-Za-z0-9_.\-]+)$")
+_MCTS = re.compile(r"^mcts-(?P<sims>\d+)$")
+_ALGORITHMS = ("gumbel", "puct")
+
+
+class AgentSpecError(ValueError):
+    """A registry spec that names no agent; the message says what is accepted."""
+
+
+def _help() -> str:
+    return ("known agents: " + ", ".join(AGENT_NAMES)
+            + "; options: mcts-N@worlds=K@algo=gumbel|puct@playouts=P, checkpoint:<path>@sims=N@worlds=K@algo=...")
+
+
+def split_options(spec: str) -> tuple[str, dict[str, str]]:
+    """``"checkpoint:runs/x@sims=64"`` -> ``("checkpoint:runs/x", {"sims": "64"})``."""
+    base, options = spec, {}
+    while "@" in base:
+        head, tail = base.rsplit("@", 1)
+        match = _OPTION.match(tail)
+        if match is None:
+            break
+        key = match["key"]
+        if key in options:
+            raise AgentSpecError(f"agent spec {spec!r} gives option {key!r} twice")
+        options[key] = match["value"]
+        base = head
+    return base, dict(reversed(list(options.items())))
+
+
+def _positive_int(spec: str, key: str, value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise AgentSpecError(f"agent spec {spec!r}: option {key}={value!r} must be a positive integer")
+    return int(value)
+
+
+def _algorithm(spec: str, value: str) -> str:
+    if value not in _ALGORITHMS:
+        raise AgentSpecError(f"agent spec {spec!r}: algo={value!r} must be one of {', '.join(_ALGORITHMS)}")
+    return value
+
+
+def _check_options(spec: str, options: dict, allowed: tuple[str, ...]) -> None:
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        allowed_text = ", ".join(allowed) if allowed else "none"
+        raise AgentSpecError(f"agent spec {spec!r}: unknown option(s) {', '.join(unknown)}; "
+                             f"allowed here: {allowed_text}")
+
+
+def make_agent(spec: str, *, game: Game = BEASTYBAR) -> Agent:
+    """The agent a registry spec names (see the module docstring).
+
+    Raises:
+      AgentSpecError (a ValueError): unknown names or options, with the accepted ones.
+      beastybar_jax.checkpoint.CheckpointError: a checkpoint that is missing or unreadable.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise AgentSpecError(f"empty agent spec {spec!r}; {_help()}")
+    spec = spec.strip()
+    base, options = split_options(spec)
+
+    if base in _SIMPLE:
+        _check_options(spec, options, ())
+        return _SIMPLE[base]()
+
+    mcts = _MCTS.match(base)
+    if mcts:
+        _check_options(spec, options, ("worlds", "algo", "playouts"))
+        from beastybar_jax.agents.search_agents import mcts_agent
+
+        sims = _positive_int(spec, "N", mcts["sims"])
+        return mcts_agent(
+            sims,
+            num_determinizations=_positive_int(spec, "worlds", options.get("worlds", "1")),
+            algorithm=_algorithm(spec, options.get("algo", "gumbel")),
+            num_playouts=_positive_int(spec, "playouts", options.get("playouts", "1")),
+            game=game, name=spec)
+
+    if base.startswith("checkpoint:"):
+        path = base[len("checkpoint:"):]
+        if not path:
+            raise AgentSpecError(f"agent spec {spec!r} names no path; write checkpoint:<run dir>")
+        _check_options(spec, options, ("sims", "worlds", "algo"))
+        if ("worlds" in options or "algo" in options) and "sims" not in options:
+            raise AgentSpecError(f"agent spec {spec!r}: worlds/algo only apply with search; add @sims=<N>")
+        from beastybar_jax.agents.search_agents import network_agent, search_config_with
+        from beastybar_jax.checkpoint import load_agent
+
+        model = load_agent(path)
+        if "sims" not in options:
+            return network_agent(model.network, model.params, name=spec, game=game)
+        changes = {"num_simulations": _positive_int(spec, "sims", options["sims"])}
+        if "worlds" in options:
+            changes["num_determinizations"] = _positive_int(spec, "worlds", options["worlds"])
+        if "algo" in options:
+            changes["algorithm"] = _algorithm(spec, options["algo"])
+        search = search_config_with(model.config.search, **changes)
+        return network_agent(model.network, model.params, search=search, name=spec, game=game)
+
+    if base.startswith("mcts"):
+        raise AgentSpecError(f"agent spec {spec!r}: write mcts-<N> with N simulations, e.g. mcts-200")
+    raise AgentSpecError(f"unknown agent {spec!r}; {_help()}")

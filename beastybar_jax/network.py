@@ -1,0 +1,274 @@
+"""The policy-value network (flax.linen): observation in, policy logits, value and
+an auxiliary score-margin prediction out.
+
+Two torsos share the same heads:
+
+* ``"mlp"``: ``Dense(width)`` then ``depth`` pre-LayerNorm residual blocks
+  (``x + Dense(relu(Dense(LayerNorm(x))))``).
+* ``"attention"``: a small transformer over card tokens. The observation is cut
+  into ``num_tokens`` card tokens (for Beasty Bar: the 4 queue places, each a
+  species one-hot plus mine/theirs) and one *table* token, a Dense projection of
+  everything else (hands, decks, bars, counts). Tokens get learned position
+  embeddings and go through ``depth`` pre-LayerNorm blocks
+  (``nn.MultiHeadDotProductAttention`` + MLP). A card token whose features are all
+  zero is an empty queue place: it is masked out as an attention key and left out
+  of the pooling, so empty places cannot influence the output.
+
+Which slice of the observation holds the card tokens is a :class:`TokenLayout`
+(``start``, ``num_tokens``, ``features``); :func:`make_network` defaults to the
+Beasty Bar layout taken from ``beastybar_jax.game.OBSERVATION_LAYOUT``, so the
+network itself knows nothing about the game and another game passes its own
+layout.
+
+Computation runs in ``config.dtype`` (float32 or bfloat16); parameters are kept
+in float32 and the heads run in float32, so every output is float32.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import chex
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from beastybar_jax.game.observe import OBSERVATION_LAYOUT, QUEUE_FEATURES, QUEUE_TOKENS
+
+TORSOS = ("mlp", "attention")
+_HEAD_INIT = nn.initializers.variance_scaling(0.01, "fan_in", "truncated_normal")
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    """Size and kind of the policy-value network.
+
+    Attributes:
+      torso: ``"mlp"`` (residual MLP blocks) or ``"attention"`` (transformer over
+        the card tokens plus one table token built from the rest of the observation).
+      width: hidden size of every layer (the attention model dimension).
+      depth: number of residual blocks / attention layers.
+      num_heads: attention heads (attention torso only); must divide ``width``.
+      dtype: compute dtype, ``"float32"`` or ``"bfloat16"``; parameters stay float32.
+      aux_score_head: predict the final score margin (own minus opponent bar points,
+        divided by 10); when off, ``score_margin`` is all zeros.
+    """
+
+    torso: str = "mlp"
+    width: int = 256
+    depth: int = 4
+    num_heads: int = 4
+    dtype: str = "float32"
+    aux_score_head: bool = True
+
+    def __post_init__(self):
+        if self.torso not in TORSOS:
+            raise ValueError(f"network.torso must be one of {TORSOS}, got {self.torso!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"network.dtype must be one of {tuple(DTYPES)}, got {self.dtype!r}")
+        if not isinstance(self.width, int) or self.width < 1:
+            raise ValueError(f"network.width must be a positive integer, got {self.width!r}")
+        if not isinstance(self.depth, int) or self.depth < 0:
+            raise ValueError(f"network.depth must be an integer >= 0, got {self.depth!r}")
+        if self.torso == "attention":
+            if not isinstance(self.num_heads, int) or self.num_heads < 1:
+                raise ValueError(f"network.num_heads must be a positive integer, got {self.num_heads!r}")
+            if self.width % self.num_heads:
+                raise ValueError(
+                    f"network.width ({self.width}) must be divisible by network.num_heads "
+                    f"({self.num_heads}) for the attention torso; change one of them"
+                )
+
+    @property
+    def compute_dtype(self):
+        return DTYPES[self.dtype]
+
+
+class TokenLayout(NamedTuple):
+    """Where the card tokens sit in a flat observation: ``num_tokens`` consecutive
+    blocks of ``features`` floats starting at index ``start``. An all-zero block is
+    an empty place (masked)."""
+
+    start: int
+    num_tokens: int
+    features: int
+
+
+_QUEUE_START, _QUEUE_END = OBSERVATION_LAYOUT["queue"]
+BEASTYBAR_TOKENS = TokenLayout(_QUEUE_START, QUEUE_TOKENS, QUEUE_FEATURES)
+assert BEASTYBAR_TOKENS.num_tokens * BEASTYBAR_TOKENS.features == _QUEUE_END - _QUEUE_START
+
+
+@chex.dataclass(frozen=True)
+class NetworkOutput:
+    """What the network predicts for a batch of observations.
+
+    Attributes:
+      policy_logits: ``float32[B, A]`` unmasked action logits.
+      value: ``float32[B]`` in ``[-1, 1]``, expected outcome for the observing player.
+      score_margin: ``float32[B]`` predicted final (own - opponent) bar points / 10.
+    """
+
+    policy_logits: chex.Array
+    value: chex.Array
+    score_margin: chex.Array
+
+
+class ResidualBlock(nn.Module):
+    """``x + Dense(relu(Dense(LayerNorm(x))))``."""
+
+    width: int
+    dtype: Any
+
+    @nn.compact
+    def __call__(self, x):
+        h = nn.LayerNorm(dtype=self.dtype, param_dtype=jnp.float32)(x)
+        h = nn.Dense(self.width, dtype=self.dtype, param_dtype=jnp.float32)(h)
+        h = nn.relu(h)
+        h = nn.Dense(self.width, dtype=self.dtype, param_dtype=jnp.float32)(h)
+        return x + h
+
+
+class MLPTorso(nn.Module):
+    """``[B, O] -> [B, width]``: Dense, then ``depth`` residual blocks."""
+
+    width: int
+    depth: int
+    dtype: Any
+
+    @nn.compact
+    def __call__(self, observation):
+        x = nn.Dense(self.width, dtype=self.dtype, param_dtype=jnp.float32)(observation.astype(self.dtype))
+        for _ in range(self.depth):
+            x = ResidualBlock(self.width, self.dtype)(x)
+        x = nn.LayerNorm(dtype=self.dtype, param_dtype=jnp.float32)(x)
+        return nn.relu(x)
+
+
+class TransformerBlock(nn.Module):
+    """Pre-LayerNorm self-attention + MLP block over ``[B, T, width]`` tokens."""
+
+    width: int
+    num_heads: int
+    dtype: Any
+
+    @nn.compact
+    def __call__(self, x, mask):
+        h = nn.LayerNorm(dtype=self.dtype, param_dtype=jnp.float32)(x)
+        h = nn.MultiHeadDotProductAttention(
+            num_heads=self.num_heads, dtype=self.dtype, param_dtype=jnp.float32
+        )(h, mask=mask)
+        x = x + h
+        h = nn.LayerNorm(dtype=self.dtype, param_dtype=jnp.float32)(x)
+        h = nn.Dense(2 * self.width, dtype=self.dtype, param_dtype=jnp.float32)(h)
+        h = nn.gelu(h)
+        h = nn.Dense(self.width, dtype=self.dtype, param_dtype=jnp.float32)(h)
+        return x + h
+
+
+class AttentionTorso(nn.Module):
+    """``[B, O] -> [B, 2 * width]``: transformer over card tokens + one table token.
+
+    The pooled features are the table token's output concatenated with the mean of
+    the non-empty card tokens' outputs.
+    """
+
+    width: int
+    depth: int
+    num_heads: int
+    dtype: Any
+    layout: TokenLayout
+
+    @nn.compact
+    def __call__(self, observation):
+        start, num_tokens, features = self.layout
+        end = start + num_tokens * features
+        if observation.shape[-1] < end:
+            raise ValueError(
+                f"the attention torso's token layout {self.layout} needs observations of at "
+                f"least {end} floats, got {observation.shape[-1]}; pass the game's layout to make_network"
+            )
+        batch = observation.shape[:-1]
+        cards = observation[..., start:end].reshape(*batch, num_tokens, features)
+        rest = jnp.concatenate([observation[..., :start], observation[..., end:]], axis=-1)
+        occupied = jnp.any(cards != 0, axis=-1)  # [B, T]
+
+        card_tokens = nn.Dense(self.width, dtype=self.dtype, param_dtype=jnp.float32, name="card_embed")(
+            cards.astype(self.dtype))
+        table_token = nn.Dense(self.width, dtype=self.dtype, param_dtype=jnp.float32, name="table_embed")(
+            rest.astype(self.dtype))
+        tokens = jnp.concatenate([table_token[..., None, :], card_tokens], axis=-2)  # [B, T+1, W]
+        position = self.param("position_embedding", nn.initializers.normal(0.02),
+                              (num_tokens + 1, self.width), jnp.float32)
+        tokens = tokens + position.astype(self.dtype)
+
+        valid = jnp.concatenate([jnp.ones((*batch, 1), bool), occupied], axis=-1)  # [B, T+1]
+        # Every query may attend to every valid key; the table token is always
+        # valid, so no row of the mask is empty (no NaN softmax).
+        mask = nn.make_attention_mask(jnp.ones_like(valid), valid)  # [B, 1, T+1, T+1]
+        for _ in range(self.depth):
+            tokens = TransformerBlock(self.width, self.num_heads, self.dtype)(tokens, mask)
+        tokens = nn.LayerNorm(dtype=self.dtype, param_dtype=jnp.float32)(tokens)
+
+        weights = occupied.astype(self.dtype)[..., None]
+        card_mean = jnp.sum(tokens[..., 1:, :] * weights, axis=-2) / jnp.maximum(
+            jnp.sum(weights, axis=-2), 1.0)
+        return jnp.concatenate([tokens[..., 0, :], card_mean], axis=-1)
+
+
+class PolicyValueNet(nn.Module):
+    """Observation ``[B, O]`` -> :class:`NetworkOutput`.
+
+    Attributes:
+      config: the :class:`NetworkConfig`.
+      num_actions: ``A``, size of the policy head.
+      token_layout: card-token layout for the attention torso (ignored by ``"mlp"``).
+    """
+
+    config: NetworkConfig
+    num_actions: int
+    token_layout: TokenLayout = BEASTYBAR_TOKENS
+
+    @nn.compact
+    def __call__(self, observation) -> NetworkOutput:
+        cfg = self.config
+        dtype = cfg.compute_dtype
+        observation = jnp.asarray(observation, jnp.float32)
+        if cfg.torso == "mlp":
+            features = MLPTorso(cfg.width, cfg.depth, dtype)(observation)
+        else:
+            features = AttentionTorso(cfg.width, cfg.depth, cfg.num_heads, dtype, self.token_layout)(observation)
+        # The heads are tiny; running them in float32 keeps logits and values precise
+        # under bfloat16 compute.
+        # Small initial head weights: a fresh network starts near a uniform prior and
+        # a zero value, which is what search expects from an untrained evaluator.
+        features = features.astype(jnp.float32)
+        head = lambda size, name: nn.Dense(size, param_dtype=jnp.float32, kernel_init=_HEAD_INIT, name=name)
+        policy_logits = head(self.num_actions, "policy_head")(features)
+        value = jnp.tanh(head(1, "value_head")(features)[..., 0])
+        if cfg.aux_score_head:
+            score_margin = head(1, "score_head")(features)[..., 0]
+        else:
+            score_margin = jnp.zeros(features.shape[:-1], jnp.float32)
+        return NetworkOutput(policy_logits=policy_logits, value=value, score_margin=score_margin)
+
+
+def make_network(config: NetworkConfig, num_actions: int,
+                 token_layout: TokenLayout = BEASTYBAR_TOKENS) -> PolicyValueNet:
+    """The network for a game with ``num_actions`` actions (Beasty Bar token layout
+    unless another is given)."""
+    if not isinstance(config, NetworkConfig):
+        raise TypeError(f"make_network expects a NetworkConfig, got {type(config).__name__}")
+    return PolicyValueNet(config=config, num_actions=int(num_actions), token_layout=TokenLayout(*token_layout))
+
+
+def init_params(network: PolicyValueNet, key: jax.Array, observation_size: int):
+    """Fresh float32 variables (``{"params": ...}``) for ``network.apply``."""
+    return network.init(key, jnp.zeros((1, observation_size), jnp.float32))
+
+
+def count_params(params) -> int:
+    """Number of scalars in a parameter tree."""
+    return int(sum(x.size for x in jax.tree.leaves(params)))

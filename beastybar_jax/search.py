@@ -1,0 +1,312 @@
+"""Information-set fair Monte Carlo tree search with mctx.
+
+For each of ``B`` decisions, ``K`` full worlds are drawn with
+``game.sample_world(state, state.current_player, key)`` (determinizations
+consistent with what the mover knows), the ``B * K`` worlds are searched in one
+batched mctx call, and the ``K`` root results of each decision are combined. The
+true hidden cards never enter the tree.
+
+Inside the tree the embedding is the (sampled, full-information) game state and
+the recurrent function steps the engine. Signs follow mctx's convention for two
+alternating players:
+
+* ``reward`` of the edge ``parent --a--> child`` is the child's final outcome for
+  the player who moved at ``parent`` (0 while the game goes on, 0 below a finished
+  game);
+* ``discount`` is ``-1`` when the player to move changes (always, in Beasty Bar),
+  ``+1`` if the same player moves again, and ``0`` once the game is over, so
+  ``Q(parent, a) = reward + discount * V(child)`` is always in the parent's mover's
+  frame;
+* ``value`` of a node is for its own player to move, and ``0`` at finished games
+  (the outcome was already paid as the reward).
+
+Illegal actions are masked at the root (``invalid_actions``) and at every depth
+(the prior logits returned by the recurrent function give them zero probability);
+a finished game, which has no legal action, gets uniform logits so every softmax
+stays finite.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable
+
+import chex
+import jax
+import jax.numpy as jnp
+import mctx
+
+from beastybar_jax.game.env import Game
+
+ALGORITHMS = ("gumbel", "puct")
+
+Evaluator = Callable[..., tuple[jax.Array, jax.Array]]
+"""``evaluate(states[N]) -> (logits float32[N, A], value float32[N] in [-1, 1])``,
+both for each state's player to move. Must be jittable."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchConfig:
+    """Which mctx policy to run and its parameters.
+
+    Attributes:
+      algorithm: ``"gumbel"`` (``mctx.gumbel_muzero_policy``) or ``"puct"``
+        (``mctx.muzero_policy`` with Dirichlet root noise).
+      num_simulations: simulations per world.
+      num_determinizations: ``K`` worlds drawn with ``sample_world`` per decision.
+      max_num_considered_actions: Gumbel: actions sampled at the root for
+        sequential halving.
+      gumbel_scale: Gumbel: scale of the root Gumbel noise (exploration).
+      pb_c_init, pb_c_base: PUCT exploration constants.
+      dirichlet_alpha, dirichlet_fraction: PUCT root noise.
+      value_scale, maxvisit_init: Gumbel ``qtransform_completed_by_mix_value``.
+    """
+
+    algorithm: str = "gumbel"
+    num_simulations: int = 32
+    num_determinizations: int = 1
+    max_num_considered_actions: int = 16
+    gumbel_scale: float = 1.0
+    pb_c_init: float = 1.25
+    pb_c_base: float = 19652.0
+    dirichlet_alpha: float = 0.3
+    dirichlet_fraction: float = 0.25
+    value_scale: float = 0.1
+    maxvisit_init: float = 50.0
+
+    def __post_init__(self):
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"search.algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
+        for name in ("num_simulations", "num_determinizations", "max_num_considered_actions"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"search.{name} must be a positive integer, got {value!r}")
+        for name in ("gumbel_scale", "pb_c_init", "pb_c_base", "dirichlet_alpha", "value_scale", "maxvisit_init"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"search.{name} must be a number >= 0, got {value!r}")
+        if self.dirichlet_alpha <= 0:
+            raise ValueError(f"search.dirichlet_alpha must be > 0, got {self.dirichlet_alpha!r}")
+        if not 0.0 <= self.dirichlet_fraction <= 1.0:
+            raise ValueError(f"search.dirichlet_fraction must be in [0, 1], got {self.dirichlet_fraction!r}")
+
+
+@chex.dataclass(frozen=True)
+class SearchOutput:
+    """Search results for ``B`` decisions.
+
+    Attributes:
+      action: ``int32[B]`` the search's choice, legal whenever a legal action exists
+        (0 for a finished game).
+      action_weights: ``float32[B, A]`` policy target: mean of the ``K`` worlds' root
+        policies, zero on illegal actions, summing to 1 (all zero for a finished game).
+      visit_counts: ``int32[B, A]`` root visits summed over the ``K`` worlds (zero on
+        illegal actions).
+      root_value: ``float32[B]`` search value for the player to move, mean over worlds.
+    """
+
+    action: chex.Array
+    action_weights: chex.Array
+    visit_counts: chex.Array
+    root_value: chex.Array
+
+
+def network_evaluator(game: Game, network, params) -> Evaluator:
+    """An evaluator that observes each state for its own player to move and applies
+    ``network`` (a :class:`beastybar_jax.network.PolicyValueNet`) with ``params``."""
+
+    def evaluate(states):
+        observations = jax.vmap(game.observe)(states, states.current_player)
+        out = network.apply(params, observations)
+        return out.policy_logits.astype(jnp.float32), out.value.astype(jnp.float32)
+
+    return evaluate
+
+
+def uniform_evaluator(game: Game) -> Evaluator:
+    """Zero logits and zero value: search driven by terminal outcomes only."""
+
+    def evaluate(states):
+        batch = states.current_player.shape[0]
+        return jnp.zeros((batch, game.num_actions), jnp.float32), jnp.zeros((batch,), jnp.float32)
+
+    return evaluate
+
+
+def mask_logits(logits: jax.Array, legal: jax.Array) -> jax.Array:
+    """``[N, A]`` logits with illegal actions at the most negative finite float.
+
+    Legal logits are shifted so their max is 0; a row with no legal action (a
+    finished game) becomes uniform (all zeros), so softmax never sees NaN.
+    """
+    logits = logits.astype(jnp.float32)
+    max_legal = jnp.max(jnp.where(legal, logits, -jnp.inf), axis=-1, keepdims=True)
+    max_legal = jnp.where(jnp.isfinite(max_legal), max_legal, 0.0)
+    masked = jnp.where(legal, logits - max_legal, jnp.finfo(jnp.float32).min)
+    return jnp.where(jnp.any(legal, axis=-1, keepdims=True), masked, 0.0)
+
+
+def sample_worlds(game: Game, states, key: jax.Array, num_worlds: int):
+    """``[B]`` states -> ``[B * num_worlds]`` worlds drawn with ``game.sample_world``
+    for each state's player to move; world ``b * num_worlds + k`` belongs to state ``b``."""
+    batch = states.current_player.shape[0]
+    keys = jax.random.split(key, (batch, num_worlds))
+
+    def worlds_of(state, state_keys):
+        return jax.vmap(lambda k: game.sample_world(state, state.current_player, k))(state_keys)
+
+    worlds = jax.vmap(worlds_of)(states, keys)
+    return jax.tree.map(lambda x: x.reshape(batch * num_worlds, *x.shape[2:]), worlds)
+
+
+def _evaluate_node(game: Game, evaluate: Evaluator, states):
+    """Masked prior logits ``[N, A]`` and value ``[N]`` (0 at finished games)."""
+    logits, value = evaluate(states)
+    legal = jax.vmap(game.legal_action_mask)(states)
+    value = jnp.where(states.terminated, 0.0, value.astype(jnp.float32))
+    return mask_logits(logits, legal), value
+
+
+def make_recurrent_fn(game: Game, evaluate: Evaluator):
+    """The mctx ``recurrent_fn``: steps the engine from the embedded states."""
+
+    def recurrent_fn(params, rng_key, action, parent):
+        del params, rng_key  # the evaluator closes over its parameters
+        child = jax.vmap(game.step)(parent, action)
+        prior_logits, value = _evaluate_node(game, evaluate, child)
+        mover = parent.current_player.astype(jnp.int32)
+        reward = jnp.take_along_axis(child.rewards, mover[:, None], axis=-1)[:, 0]
+        reward = jnp.where(parent.terminated, 0.0, reward).astype(jnp.float32)
+        same_mover = child.current_player == parent.current_player
+        discount = jnp.where(child.terminated | parent.terminated, 0.0, jnp.where(same_mover, 1.0, -1.0))
+        output = mctx.RecurrentFnOutput(
+            reward=reward, discount=discount.astype(jnp.float32), prior_logits=prior_logits, value=value)
+        return output, child
+
+    return recurrent_fn
+
+
+def _policy_value(tree: mctx.Tree, weights: jax.Array, legal: jax.Array) -> jax.Array:
+    """``[N]`` value of acting with the root policy ``weights`` ``[N, A]``.
+
+    ``sum_a weights[a] * q[a]``, where actions never visited are completed, as in
+    Gumbel MuZero, by the mixed value (raw network value blended with the visited
+    Q-values). For PUCT the weights are the visit frequencies, so this is close to
+    the root's mean backed-up value; for Gumbel it is the value of the improved
+    policy rather than the average over sequential halving's forced visits to
+    poor actions.
+    """
+    root = jnp.full(weights.shape[:1], tree.ROOT_INDEX)
+    qvalues = tree.qvalues(root)  # [N, A]
+    visits = tree.children_visits[:, tree.ROOT_INDEX]
+    visited = (visits > 0) & legal
+    prior = jax.nn.softmax(tree.children_prior_logits[:, tree.ROOT_INDEX], axis=-1)
+    prior = jnp.maximum(prior, jnp.finfo(prior.dtype).tiny)
+    visited_prior = jnp.sum(jnp.where(visited, prior, 0.0), axis=-1)
+    visited_q = jnp.sum(jnp.where(visited, prior * qvalues, 0.0), axis=-1) / jnp.where(
+        visited_prior > 0, visited_prior, 1.0)
+    num_visits = jnp.sum(jnp.where(visited, visits, 0), axis=-1)
+    mixed = (tree.raw_values[:, tree.ROOT_INDEX] + num_visits * visited_q) / (num_visits + 1)
+    completed = jnp.where(visited, qvalues, mixed[:, None])
+    return jnp.sum(jnp.where(legal, weights * completed, 0.0), axis=-1)
+
+
+def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: SearchConfig,
+               *, add_noise: bool = True) -> SearchOutput:
+    """Search ``K = config.num_determinizations`` sampled worlds per state and combine.
+
+    Args:
+      game: the game's functions (``beastybar_jax.game.BEASTYBAR``).
+      evaluate: batched states ``[N]`` -> (logits ``[N, A]``, value ``[N]``), e.g.
+        :func:`network_evaluator`.
+      states: batched ``[B]`` true states; only ``sample_world`` for the mover sees them.
+      key: PRNG key.
+      config: the :class:`SearchConfig`.
+      add_noise: exploration for self-play. ``False`` gives evaluation play: no
+        Dirichlet noise and greedy visit counts (PUCT), ``gumbel_scale=0`` (Gumbel),
+        and argmax of the combined policy for ``K > 1``. May be a traced bool, so one
+        compiled function serves both.
+
+    Returns:
+      :class:`SearchOutput` with ``[B]`` / ``[B, A]`` fields.
+
+    The combination over worlds: ``action_weights`` is the mean of the worlds' root
+    policies renormalised on legal actions, ``visit_counts`` their sum and
+    ``root_value`` the mean of the worlds' policy values (``sum_a pi(a) Q(a)``,
+    unvisited actions completed by the mixed value). With ``K == 1`` the action is
+    mctx's; with ``K > 1`` it is drawn from the combined ``action_weights``
+    (Gumbel-max, scale ``gumbel_scale`` for Gumbel, 1 for PUCT) when ``add_noise``,
+    else their argmax. A finished game gets action 0 and all-zero weights, visits
+    and value.
+    """
+    batch = states.current_player.shape[0]
+    num_worlds = config.num_determinizations
+    num_actions = game.num_actions
+    world_key, search_key, action_key = jax.random.split(key, 3)
+
+    worlds = sample_worlds(game, states, world_key, num_worlds)  # [B*K]
+    legal = jax.vmap(game.legal_action_mask)(worlds)  # [B*K, A]
+    prior_logits, value = _evaluate_node(game, evaluate, worlds)
+    root = mctx.RootFnOutput(prior_logits=prior_logits, value=value, embedding=worlds)
+    recurrent_fn = make_recurrent_fn(game, evaluate)
+
+    if config.algorithm == "gumbel":
+        policy_output = mctx.gumbel_muzero_policy(
+            params=(),
+            rng_key=search_key,
+            root=root,
+            recurrent_fn=recurrent_fn,
+            num_simulations=config.num_simulations,
+            invalid_actions=~legal,
+            qtransform=functools.partial(
+                mctx.qtransform_completed_by_mix_value,
+                value_scale=float(config.value_scale),
+                maxvisit_init=float(config.maxvisit_init)),
+            max_num_considered_actions=config.max_num_considered_actions,
+            gumbel_scale=jnp.where(add_noise, float(config.gumbel_scale), 0.0),
+        )
+    else:
+        policy_output = mctx.muzero_policy(
+            params=(),
+            rng_key=search_key,
+            root=root,
+            recurrent_fn=recurrent_fn,
+            num_simulations=config.num_simulations,
+            invalid_actions=~legal,
+            dirichlet_alpha=float(config.dirichlet_alpha),
+            dirichlet_fraction=jnp.where(add_noise, float(config.dirichlet_fraction), 0.0),
+            pb_c_init=float(config.pb_c_init),
+            pb_c_base=float(config.pb_c_base),
+            temperature=jnp.where(add_noise, 1.0, 0.0),
+        )
+    summary = policy_output.search_tree.summary()
+
+    # Combine the K worlds of each decision at the root.
+    legal_any = jnp.any(legal.reshape(batch, num_worlds, num_actions), axis=1)  # [B, A]
+    weights = jnp.mean(policy_output.action_weights.reshape(batch, num_worlds, num_actions), axis=1)
+    weights = jnp.where(legal_any, weights, 0.0)
+    total = jnp.sum(weights, axis=-1, keepdims=True)
+    weights = jnp.where(total > 0, weights / jnp.where(total > 0, total, 1.0), 0.0)
+    visit_counts = jnp.sum(summary.visit_counts.reshape(batch, num_worlds, num_actions), axis=1)
+    # A finished game has no legal action, yet mctx still spends its simulations
+    # on action 0; those visits mean nothing.
+    visit_counts = jnp.where(legal_any, visit_counts, 0)
+    world_values = _policy_value(policy_output.search_tree, policy_output.action_weights, legal)
+    root_value = jnp.mean(world_values.reshape(batch, num_worlds), axis=1)
+
+    if num_worlds == 1:
+        action = policy_output.action
+    else:
+        scores = jnp.log(jnp.maximum(weights, jnp.finfo(jnp.float32).tiny))
+        noise_scale = float(config.gumbel_scale) if config.algorithm == "gumbel" else 1.0
+        noise_scale = jnp.where(add_noise, noise_scale, 0.0)
+        scores = scores + noise_scale * jax.random.gumbel(action_key, scores.shape)
+        action = jnp.argmax(jnp.where(legal_any, scores, -jnp.inf), axis=-1)
+
+    return SearchOutput(
+        action=action.astype(jnp.int32),
+        action_weights=weights.astype(jnp.float32),
+        visit_counts=visit_counts.astype(jnp.int32),
+        root_value=root_value.astype(jnp.float32),
+    )

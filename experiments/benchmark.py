@@ -1,0 +1,410 @@
+"""Speed benchmarks.
+
+Usage::
+
+    python experiments/benchmark.py env [--batch-sizes 1,64,4096,65536] [--steps 256]
+                                        [--repeats 3] [--sampler uniform|categorical]
+                                        [--out bench_results/env.json]
+
+``env``: random legal play of whole games with automatic reset, all games of a
+batch stepped together by one jitted ``lax.scan`` over ``--steps`` steps of a
+``vmap`` over games. Two variants are timed:
+
+- ``step``: sample a legal action with ``legal_action_mask`` (``--sampler
+  uniform``: one random number per game picks the k-th legal action;
+  ``--sampler categorical``: ``jax.random.categorical`` on masked logits, which
+  draws 31 Gumbel numbers per game and on CPU costs more than the engine), ``step``,
+  reset finished games with a fresh ``init``. The legal mask is needed to play
+  legal moves, so it is part of this loop too.
+- ``step+mask+obs``: the same, plus ``observe`` of the new state for its player to
+  move. The observation is summed into the carry so XLA cannot drop it.
+
+Every slot of the batch advances one live game per step (a finished game is
+replaced by a new one in the same step), so ``steps/s = batch * steps / seconds``
+counts only moves actually played. Compile time (first call, which also runs
+once) is reported separately; the timed figure is the best of ``--repeats`` runs
+of the compiled function, each ended with ``block_until_ready``. A table is
+printed and the results are written as JSON.
+
+New subcommands (e.g. ``selfplay``) register a parser in ``SUBCOMMANDS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+from beastybar_jax.game import BEASTYBAR, Game
+
+VARIANTS = ("step", "step+mask+obs")
+DEFAULT_BATCH_SIZES = tuple(4**k for k in range(11))  # 1 .. 2^20
+
+
+# --------------------------------------------------------------------------- env
+
+
+def sample_uniform_legal(key: jax.Array, mask: jax.Array) -> jax.Array:
+    """``int32[B]`` one uniformly random legal action per row of ``mask`` ``bool[B, A]``,
+    from one random number per game: the k-th legal action, k uniform below the
+    number of legal actions. (Rows without a legal action give an arbitrary id.)"""
+    num_legal = jnp.sum(mask, axis=-1)  # [B]
+    u = jax.random.uniform(key, num_legal.shape)
+    k = jnp.minimum((u * num_legal).astype(jnp.int32), jnp.maximum(num_legal - 1, 0))
+    # Legal actions with id <= a, [B, A]; a matmul with a triangular matrix
+    # compiles much faster on CPU than cumsum's reduce-window and runs as fast.
+    num_actions = mask.shape[-1]
+    upper = jnp.triu(jnp.ones((num_actions, num_actions), jnp.float32))
+    legal_so_far = mask.astype(jnp.float32) @ upper
+    return jnp.sum(legal_so_far <= k[:, None].astype(jnp.float32), axis=-1).astype(jnp.int32)
+
+
+def sample_categorical_legal(key: jax.Array, mask: jax.Array) -> jax.Array:
+    """``int32[B]`` ``jax.random.categorical`` on logits masked to the legal actions."""
+    return jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf), axis=-1).astype(jnp.int32)
+
+
+SAMPLERS = {"uniform": sample_uniform_legal, "categorical": sample_categorical_legal}
+
+
+def make_env_loop(game: Game, batch_size: int, num_steps: int, with_observation: bool,
+                  sampler: str = "uniform") -> Callable:
+    """A jitted ``run(states, key) -> (states, checksum)`` playing ``num_steps``
+    random legal moves in each of ``batch_size`` games (states ``[B]``), resetting
+    finished games with ``game.init``. ``checksum`` (float32) depends on every
+    observation when ``with_observation``, on the chosen actions otherwise.
+    ``sampler`` picks how a legal action is drawn (see ``SAMPLERS``)."""
+    sample_legal = SAMPLERS[sampler]
+    step = jax.vmap(game.step)
+    init = jax.vmap(game.init)
+    legal_action_mask = jax.vmap(game.legal_action_mask)
+    observe = jax.vmap(game.observe)
+
+    def one_step(carry, key):
+        states, checksum = carry
+        action_key, reset_key = jax.random.split(key)
+        mask = legal_action_mask(states)  # [B, A]
+        actions = sample_legal(action_key, mask)  # [B]
+        states = step(states, actions)
+        fresh = init(jax.random.split(reset_key, batch_size))
+        states = jax.tree.map(
+            lambda new, old: jnp.where(
+                states.terminated.reshape((-1,) + (1,) * (old.ndim - 1)), new, old
+            ),
+            fresh,
+            states,
+        )
+        if with_observation:
+            observations = observe(states, states.current_player)  # [B, O]
+            checksum = checksum + jnp.sum(observations)
+        else:
+            checksum = checksum + jnp.sum(actions).astype(jnp.float32)
+        return (states, checksum), None
+
+    @jax.jit
+    def run(states, key):
+        (states, checksum), _ = jax.lax.scan(
+            one_step, (states, jnp.zeros((), jnp.float32)), jax.random.split(key, num_steps)
+        )
+        return states, checksum
+
+    return run
+
+
+def bench_env(
+    batch_size: int, num_steps: int, repeats: int, with_observation: bool, seed: int = 0,
+    sampler: str = "uniform", game: Game = BEASTYBAR,
+) -> dict:
+    """Compile and time one configuration; returns a result row."""
+    key = jax.random.key(seed)
+    init_key, key = jax.random.split(key)
+    states = jax.block_until_ready(jax.jit(jax.vmap(game.init))(jax.random.split(init_key, batch_size)))
+    run = make_env_loop(game, batch_size, num_steps, with_observation, sampler)
+
+    start = time.perf_counter()
+    compiled = run.lower(states, key).compile()
+    compile_s = time.perf_counter() - start
+
+    states, checksum = jax.block_until_ready(compiled(states, key))  # warm-up run
+    best = float("inf")
+    for r in range(repeats):
+        run_key = jax.random.fold_in(key, r + 1)
+        start = time.perf_counter()
+        states, checksum = jax.block_until_ready(compiled(states, run_key))
+        best = min(best, time.perf_counter() - start)
+    steps = batch_size * num_steps
+    return dict(
+        variant="step+mask+obs" if with_observation else "step",
+        sampler=sampler,
+        batch_size=batch_size,
+        num_steps=num_steps,
+        steps=steps,
+        seconds=best,
+        steps_per_second=steps / best,
+        compile_seconds=compile_s,
+        checksum=float(checksum),
+    )
+
+
+def machine_info() -> dict:
+    device = jax.devices()[0]
+    return dict(
+        backend=jax.default_backend(),
+        device=getattr(device, "device_kind", str(device)),
+        num_devices=jax.device_count(),
+        cpu=_cpu_name(),
+        cpu_count=os.cpu_count(),
+        platform=platform.platform(),
+        python=platform.python_version(),
+        jax=jax.__version__,
+        date=datetime.date.today().isoformat(),
+    )
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _fmt_rate(x: float) -> str:
+    if x >= 1e6:
+        return f"{x / 1e6:.2f} M"
+    if x >= 1e3:
+        return f"{x / 1e3:.1f} k"
+    return f"{x:.0f}"
+
+
+def print_table(machine: dict, rows: list[dict]) -> None:
+    print(f"backend: {machine['backend']} ({machine['device']}, {machine['num_devices']} device(s)); "
+          f"cpu: {machine['cpu']} x{machine['cpu_count']}; jax {machine['jax']}")
+    by_batch: dict[int, dict] = {}
+    for row in rows:
+        by_batch.setdefault(row["batch_size"], {})[row["variant"]] = row
+    header = f"{'batch':>9} | {'step steps/s':>13} | {'+mask+obs steps/s':>17} | {'compile s (step / full)':>23}"
+    print(header)
+    print("-" * len(header))
+    for batch, variants in sorted(by_batch.items()):
+        s, f = variants.get("step"), variants.get("step+mask+obs")
+        rate = lambda r: _fmt_rate(r["steps_per_second"]) if r else "-"
+        comp = lambda r: f"{r['compile_seconds']:.1f}" if r else "-"
+        print(f"{batch:>9} | {rate(s):>13} | {rate(f):>17} | {comp(s) + ' / ' + comp(f):>23}")
+
+
+def _parse_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(eval_size(t)) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--batch-sizes expects comma-separated integers or powers like 2^12, got {text!r}"
+        ) from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"--batch-sizes must be positive, got {text!r}")
+    return sizes
+
+
+def eval_size(token: str) -> int:
+    token = token.strip()
+    if "^" in token:
+        base, exp = token.split("^")
+        return int(base) ** int(exp)
+    return int(token)
+
+
+def run_env(args: argparse.Namespace) -> int:
+    machine = machine_info()
+    variants = VARIANTS if args.variant == "both" else (args.variant,)
+    rows = []
+    for batch in args.batch_sizes:
+        steps = args.steps if args.steps else max(8, min(512, (1 << 22) // batch))
+        for variant in variants:
+            try:
+                row = bench_env(batch, steps, args.repeats, variant == "step+mask+obs", seed=args.seed,
+                                sampler=args.sampler)
+            except Exception as e:  # out of memory at the largest sizes: record and go on
+                if "RESOURCE_EXHAUSTED" not in str(e) and "Out of memory" not in str(e):
+                    raise
+                print(f"batch {batch} {variant}: out of memory, skipped", file=sys.stderr)
+                continue
+            rows.append(row)
+            print(f"  batch {batch:>8} {variant:<14} {_fmt_rate(row['steps_per_second']):>9} steps/s "
+                  f"({row['steps']} steps in {row['seconds']:.3f} s, compile {row['compile_seconds']:.1f} s)",
+                  flush=True)
+    print_table(machine, rows)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(dict(benchmark="env", machine=machine, config=vars_for_json(args), results=rows), f, indent=2)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def vars_for_json(args: argparse.Namespace) -> dict:
+    return {k: v for k, v in vars(args).items() if k != "func"}
+
+
+def add_env_parser(subparsers) -> None:
+    p = subparsers.add_parser("env", help="random legal play with auto-reset: step / step+mask+obs steps per second")
+    p.add_argument("--batch-sizes", type=_parse_sizes, default=list(DEFAULT_BATCH_SIZES),
+                   help="comma-separated batch sizes, e.g. 1,64,4096 or 2^12,2^16 (default 4^0..4^10 = 1..2^20)")
+    p.add_argument("--steps", type=int, default=0,
+                   help="steps per timed run (default: 2^22 / batch, clipped to 8..512)")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per configuration; the best is kept")
+    p.add_argument("--variant", choices=("both",) + VARIANTS, default="both")
+    p.add_argument("--sampler", choices=tuple(SAMPLERS), default="uniform",
+                   help="how random legal moves are drawn: one uniform number per game (default) or "
+                        "jax.random.categorical on masked logits (31 Gumbel draws per game, slower on CPU)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="bench_results/env.json", help="JSON output path")
+    p.set_defaults(func=run_env)
+
+
+# --------------------------------------------------------------------------- selfplay
+
+SELFPLAY_DEFAULT_CONFIG = "configs/h100.yaml"
+
+
+def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves: int, num_updates: int,
+                   repeats: int) -> dict:
+    """Compile and time one training iteration (self-play of ``num_moves`` moves in
+    ``batch_size`` games with ``num_simulations`` simulations per move, replay insert
+    and ``num_updates`` SGD steps) with ``base_config``'s network and search."""
+    from beastybar_jax import train
+
+    config = base_config.replace(
+        num_games=batch_size,
+        moves_per_iteration=num_moves,
+        updates_per_iteration=num_updates,
+        buffer_size=max(base_config.batch_size, batch_size * base_config.max_game_length * 2),
+        min_buffer_size=1,  # learn from the first finished games, so timed iterations include the updates
+        search=dataclasses.replace(base_config.search, num_simulations=num_simulations),
+    )
+    trainer = train.make_trainer(config)
+    state = jax.block_until_ready(trainer.init(jax.random.key(0)))
+    start = time.perf_counter()
+    compiled = trainer.iteration.lower(state, jax.random.key(1)).compile()
+    compile_s = time.perf_counter() - start
+
+    # Warm-up iterations: finish the first games so the buffer holds data and the
+    # timed iterations include their updates.
+    warmup = -(-config.max_game_length // num_moves) + 1
+    for i in range(warmup):
+        state, metrics = compiled(state, jax.random.key(100 + i))
+    jax.block_until_ready(metrics)
+    best, games, trained = float("inf"), 0.0, 0.0
+    for r in range(repeats):
+        start = time.perf_counter()
+        state, metrics = compiled(state, jax.random.key(1000 + r))
+        metrics = jax.block_until_ready(metrics)
+        seconds = time.perf_counter() - start
+        if seconds < best:
+            best, games, trained = seconds, float(metrics["games_finished"]), float(metrics["trained"])
+    moves = batch_size * num_moves
+    simulations = moves * num_simulations * config.search.num_determinizations
+    return dict(
+        batch_size=batch_size, num_simulations=num_simulations, num_moves=num_moves,
+        num_updates=num_updates if trained else 0, minibatch=config.batch_size,
+        network=f"{config.network.torso} {config.network.width}x{config.network.depth} {config.network.dtype}",
+        search=config.search.algorithm, num_determinizations=config.search.num_determinizations,
+        iteration_seconds=best, simulations_per_second=simulations / best, moves_per_second=moves / best,
+        games_per_minute=games / best * 60.0, compile_seconds=compile_s,
+    )
+
+
+def print_selfplay_table(machine: dict, rows: list[dict]) -> None:
+    print(f"backend: {machine['backend']} ({machine['device']}, {machine['num_devices']} device(s)); "
+          f"cpu: {machine['cpu']} x{machine['cpu_count']}; jax {machine['jax']}")
+    header = (f"{'games':>7} | {'sims':>5} | {'moves':>5} | {'updates':>7} | {'sims/s':>9} | {'games/min':>9} | "
+              f"{'iteration s':>11} | {'compile s':>9}")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(f"{r['batch_size']:>7} | {r['num_simulations']:>5} | {r['num_moves']:>5} | {r['num_updates']:>7} | "
+              f"{_fmt_rate(r['simulations_per_second']):>9} | {r['games_per_minute']:>9.0f} | "
+              f"{r['iteration_seconds']:>11.3f} | {r['compile_seconds']:>9.1f}")
+
+
+def run_selfplay(args: argparse.Namespace) -> int:
+    from beastybar_jax.config import load_config
+
+    base = load_config(args.config, args.overrides)
+    machine = machine_info()
+    rows = []
+    for batch in args.batch_sizes:
+        for sims in args.simulations:
+            updates = base.updates_per_iteration if args.updates < 0 else args.updates
+            try:
+                row = bench_selfplay(base, batch, sims, args.moves, updates, args.repeats)
+            except Exception as e:  # out of memory at the largest sizes: record and go on
+                if "RESOURCE_EXHAUSTED" not in str(e) and "Out of memory" not in str(e):
+                    raise
+                print(f"batch {batch} sims {sims}: out of memory, skipped", file=sys.stderr)
+                continue
+            rows.append(row)
+            print(f"  games {batch:>6} sims {sims:>4}: {_fmt_rate(row['simulations_per_second']):>9} sims/s, "
+                  f"{row['games_per_minute']:.0f} games/min, iteration {row['iteration_seconds']:.3f} s "
+                  f"({row['num_updates']} updates), compile {row['compile_seconds']:.1f} s", flush=True)
+    print_selfplay_table(machine, rows)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(dict(benchmark="selfplay", machine=machine, config=vars_for_json(args), base_config=base.to_dict(),
+                       results=rows), f, indent=2)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _parse_ints(text: str) -> list[int]:
+    try:
+        values = [int(eval_size(t)) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def add_selfplay_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "selfplay", help="training iterations: self-play with search + replay insert + updates; sims/s, games/min")
+    p.add_argument("--config", default=SELFPLAY_DEFAULT_CONFIG,
+                   help=f"training config giving the network, search and minibatch (default {SELFPLAY_DEFAULT_CONFIG})")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set network.dtype=float32")
+    p.add_argument("--batch-sizes", type=_parse_sizes, default=[2048, 4096],
+                   help="games played side by side, e.g. 64,256 or 2^11,2^12 (default 2048,4096)")
+    p.add_argument("--simulations", type=_parse_ints, default=[64], help="simulations per move, e.g. 16,64")
+    p.add_argument("--moves", type=int, default=24, help="moves per iteration (default 24)")
+    p.add_argument("--updates", type=int, default=-1,
+                   help="SGD steps per iteration (default: the config's updates_per_iteration; 0: self-play only)")
+    p.add_argument("--repeats", type=int, default=3, help="timed iterations per configuration; the best is kept")
+    p.add_argument("--out", default="bench_results/selfplay.json", help="JSON output path")
+    p.set_defaults(func=run_selfplay)
+
+
+SUBCOMMANDS = [add_env_parser, add_selfplay_parser]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for add in SUBCOMMANDS:
+        add(subparsers)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

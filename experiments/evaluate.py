@@ -1,0 +1,164 @@
+"""Measure an agent against opponents, or rank a set of agents, in duplicate matches.
+
+    python experiments/evaluate.py --agent checkpoint:runs/x --opponents random,heuristic,outcome_heuristic --games 1000
+    python experiments/evaluate.py --round-robin random,greedy,heuristic,mcts-64 --games 400 --json rr.json
+
+Agents are registry specs (``beastybar_jax.agents.make_agent``). ``--games`` is the
+number of games per pairing; the duplicate format plays every deal twice with
+the seats swapped, so an odd number is rounded up to the next even one (said in
+the output). Every match is batched on the default JAX device. Prints a table
+(win rate = wins / games as the reference project counts it; score = (wins +
+draws/2) / games with a 95% interval; mean point margin) and an Elo table fitted to
+all results (anchored at random = 0 when random plays), and writes JSON with
+``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+
+import jax
+
+from beastybar_jax.agents import AGENT_NAMES, make_agent
+from beastybar_jax.arena import MatchResult, elo_table, play_match
+
+
+def _specs(text: str, flag: str) -> list[str]:
+    specs = [s.strip() for s in text.split(",") if s.strip()]
+    if not specs:
+        raise ValueError(f"{flag} needs at least one agent name, e.g. {flag} random,heuristic")
+    return specs
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="agents: " + ", ".join(AGENT_NAMES),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agent", help="the agent to measure (a registry spec)")
+    parser.add_argument("--opponents", default="random,heuristic,outcome_heuristic",
+                        help="comma-separated registry specs (default: %(default)s)")
+    parser.add_argument("--round-robin", metavar="A,B,C",
+                        help="instead of --agent/--opponents: every pair of these agents meets")
+    parser.add_argument("--games", type=int, default=1000,
+                        help="games per pairing; odd numbers are rounded up (duplicate format)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", metavar="PATH", help="write the results as JSON to PATH")
+    parser.add_argument("--plain", action="store_true", help="plain text tables instead of rich")
+    args = parser.parse_args(argv)
+    if args.round_robin is None and args.agent is None:
+        parser.error("give --agent SPEC (with --opponents) or --round-robin A,B,C")
+    if args.round_robin is not None and args.agent is not None:
+        parser.error("--agent and --round-robin exclude each other")
+    if args.games < 1:
+        parser.error(f"--games must be at least 1 (got {args.games})")
+    return args
+
+
+def _row(r: MatchResult) -> list[str]:
+    lo, hi = r.score_ci95
+    return [r.agent, r.opponent, str(r.games), f"{r.wins}-{r.draws}-{r.losses}", f"{100 * r.win_rate:.1f}%",
+            f"{100 * r.score:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]", f"{r.mean_margin:+.2f}"]
+
+
+def print_tables(results, elo_rows, plain: bool = False, out=None) -> None:
+    out = out or sys.stdout
+    headers = ["agent", "opponent", "games", "W-D-L", "win rate", "score [95% CI]", "margin"]
+    elo_headers = ["agent", "Elo", "games", "score"]
+    elo_cells = [[row.name, f"{row.elo:+.0f}", str(row.games), f"{100 * row.score:.1f}%"] for row in elo_rows]
+    if not plain:
+        try:
+            from rich.console import Console
+            from rich.table import Table
+        except ImportError:  # rich is a dependency, but plain text always works
+            plain = True
+    if plain:
+        for head, rows in ((headers, [_row(r) for r in results]), (elo_headers, elo_cells)):
+            widths = [max(len(h), *(len(c[i]) for c in rows)) if rows else len(h) for i, h in enumerate(head)]
+            print("  ".join(h.ljust(w) for h, w in zip(head, widths)), file=out)
+            for cells in rows:
+                print("  ".join(c.ljust(w) for c, w in zip(cells, widths)), file=out)
+            print(file=out)
+        return
+    console = Console(file=out)
+    table = Table(title="duplicate matches (win rate = wins / games)")
+    for h in headers:
+        table.add_column(h, justify="left" if h in ("agent", "opponent") else "right")
+    for r in results:
+        table.add_row(*_row(r))
+    console.print(table)
+    elo = Table(title="Elo (Bradley-Terry fit; random = 0 when present)")
+    for h in elo_headers:
+        elo.add_column(h, justify="left" if h == "agent" else "right")
+    for cells in elo_cells:
+        elo.add_row(*cells)
+    console.print(elo)
+
+
+def run(args: argparse.Namespace, log=print) -> dict:
+    games = args.games + (args.games % 2)
+    if games != args.games:
+        log(f"note: --games {args.games} rounded up to {games}: each deal is played twice with seats swapped")
+    num_deals = games // 2
+    if args.round_robin is not None:
+        names = _specs(args.round_robin, "--round-robin")
+        if len(set(names)) != len(names):
+            raise ValueError(f"--round-robin names an agent twice: {names}")
+        if len(names) < 2:
+            raise ValueError("--round-robin needs at least two agents")
+        agents = [make_agent(n) for n in names]
+        pairs = [(agents[i], agents[j]) for i in range(len(agents)) for j in range(i + 1, len(agents))]
+    else:
+        agent = make_agent(args.agent)
+        opponents = [make_agent(n) for n in _specs(args.opponents, "--opponents")]
+        pairs = [(agent, o) for o in opponents]
+
+    key = jax.random.key(args.seed)
+    results, timings = [], []
+    for index, (a, b) in enumerate(pairs):
+        log(f"[{index + 1}/{len(pairs)}] {a.name} vs {b.name}: {games} games ...")
+        start = time.perf_counter()
+        results.append(play_match(a, b, num_deals, jax.random.fold_in(key, index)))
+        timings.append(time.perf_counter() - start)
+    rows = elo_table(results)
+    return {
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{platform.machine()} {platform.system()}, jax devices: "
+                   + ", ".join(str(d.device_kind) for d in jax.devices()),
+        "seed": args.seed,
+        "games_per_pairing": games,
+        "format": "duplicate: each deal played twice with seats swapped",
+        "results": [dict(r.to_dict(), seconds_including_compile=round(t, 3)) for r, t in zip(results, timings)],
+        "elo": [dataclasses.asdict(row) for row in rows],
+        "_results": results,
+        "_elo": rows,
+    }
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        report = run(args, log=log)
+    except ValueError as e:  # bad specs, unreadable checkpoints (CheckpointError is a ValueError)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print_tables(report.pop("_results"), report.pop("_elo"), plain=args.plain)
+    if args.json:
+        directory = os.path.dirname(os.path.abspath(args.json))
+        os.makedirs(directory, exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+        log(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""The arena: duplicate format, match statistics, Elo fitting and the evaluate CLI.
+
+Two compiled matches for the whole module (heuristic vs random, random vs random);
+everything else reuses them or works on hand-made results.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from beastybar_jax import arena, game
+from beastybar_jax.agents import make_agent
+from beastybar_jax.arena import MatchOutcomes, MatchResult, elo_table, play_match, summarize
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+HEURISTIC_DEALS = 40
+RANDOM_DEALS = 100
+
+
+@pytest.fixture(scope="module")
+def heuristic_vs_random():
+    heuristic, random = make_agent("heuristic"), make_agent("random")
+    deal_keys = jax.random.split(jax.random.key(1), HEURISTIC_DEALS)
+    outcomes = jax.device_get(arena._compiled_match(heuristic, random, game.BEASTYBAR, arena.MAX_TURNS)(
+        deal_keys, jax.random.key(2)))
+    return deal_keys, outcomes, summarize(outcomes, "heuristic", "random")
+
+
+@pytest.fixture(scope="module")
+def random_vs_random():
+    return play_match(make_agent("random"), make_agent("random"), RANDOM_DEALS, jax.random.key(0))
+
+
+def test_duplicate_format_swaps_seats_on_the_same_deals(heuristic_vs_random):
+    deal_keys, o, result = heuristic_vs_random
+    n = HEURISTIC_DEALS
+    assert result.games == 2 * n
+    np.testing.assert_array_equal(o.agent_seat, np.repeat([0, 1], n))
+    # the same deals (same starting seat) in both halves
+    np.testing.assert_array_equal(o.first_player[:n], o.first_player[n:])
+    deals = jax.vmap(game.init)(deal_keys)
+    np.testing.assert_array_equal(o.first_player[:n], np.asarray(deals.current_player))
+    assert o.terminated.all()
+    assert not o.illegal.any()
+
+
+def test_result_arithmetic(heuristic_vs_random):
+    _, o, r = heuristic_vs_random
+    assert r.wins + r.draws + r.losses == r.games
+    assert r.wins == int((o.reward > 0).sum()) and r.losses == int((o.reward < 0).sum())
+    assert math.isclose(r.win_rate, r.wins / r.games)
+    assert math.isclose(r.score, (r.wins + r.draws / 2) / r.games, rel_tol=1e-6)
+    assert r.score_ci95[0] <= r.score <= r.score_ci95[1]
+    assert math.isclose(r.mean_margin, float(o.margin.mean()), rel_tol=1e-6)
+    # a positive margin is a win, a negative one a loss, zero a draw
+    np.testing.assert_array_equal(np.sign(o.margin), o.reward)
+    m = r.mirrored()
+    assert (m.agent, m.wins, m.losses) == ("random", r.losses, r.wins)
+    assert math.isclose(m.score + r.score, 1.0) and math.isclose(m.mean_margin, -r.mean_margin)
+
+
+def test_heuristic_beats_random_clearly(heuristic_vs_random):
+    _, _, r = heuristic_vs_random
+    assert r.score_ci95[0] > 0.6, r
+    assert r.win_rate > 0.7 and r.mean_margin > 2.0, r
+
+
+def test_random_vs_random_is_even(random_vs_random):
+    r = random_vs_random
+    assert r.games == 2 * RANDOM_DEALS
+    lo, hi = r.score_ci95
+    assert lo < 0.5 < hi, r
+    assert 0.05 < hi - lo < 0.3  # an informative interval
+    # the reference measured 46.5% first-player wins and 10.5% draws in random play
+    assert 0.3 < r.first_player_win_rate < 0.65
+    assert 0.02 < r.draws / r.games < 0.25
+
+
+def test_same_key_same_match(random_vs_random):
+    again = play_match(make_agent("random"), make_agent("random"), RANDOM_DEALS, jax.random.key(0))
+    assert again == random_vs_random
+    other = play_match(make_agent("random"), make_agent("random"), RANDOM_DEALS, jax.random.key(5))
+    assert other != random_vs_random
+
+
+def test_summarize_intervals():
+    # Every game won: the per-deal spread is zero, so the Wilson interval is used.
+    n = 10
+    outcomes = MatchOutcomes(reward=np.ones(2 * n, np.float32), margin=np.full(2 * n, 5.0, np.float32),
+                             agent_seat=np.repeat([0, 1], n), first_player=np.zeros(2 * n, np.int32),
+                             illegal=np.zeros((2 * n, 2), np.int32), terminated=np.ones(2 * n, bool))
+    r = summarize(outcomes, "a", "b")
+    assert (r.wins, r.score, r.score_ci95[1]) == (2 * n, 1.0, 1.0)
+    assert 0.8 < r.score_ci95[0] < 0.9  # Wilson lower bound for 20/20
+    # Mixed results: the interval is a normal one over the per-deal mean scores
+    # (deals, not games, are the independent units). Deals 0-4 won twice, 5-9 split.
+    reward = np.concatenate([np.ones(n), np.where(np.arange(n) < n // 2, 1, -1)]).astype(np.float32)
+    r = summarize(outcomes.replace(reward=reward), "a", "b")
+    per_deal = np.where(np.arange(n) < n // 2, 1.0, 0.5)
+    half = 1.96 * per_deal.std(ddof=1) / math.sqrt(n)
+    assert r.score == 0.75
+    np.testing.assert_allclose(r.score_ci95, (0.75 - half, 0.75 + half), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="did not end"):
+        summarize(outcomes.replace(terminated=np.zeros(2 * n, bool)), "a", "b")
+
+
+def _result(a, b, wins, draws, losses):
+    games = wins + draws + losses
+    score = (wins + draws / 2) / games
+    return MatchResult(agent=a, opponent=b, games=games, wins=wins, draws=draws, losses=losses,
+                       win_rate=wins / games, score=score, score_ci95=(score, score), mean_margin=0.0)
+
+
+def test_elo_table_orders_and_anchors():
+    results = [_result("strong", "random", 90, 5, 5), _result("medium", "random", 60, 10, 30),
+               _result("strong", "medium", 70, 10, 20)]
+    table = elo_table(results)
+    assert [row.name for row in table] == ["strong", "medium", "random"]
+    elo = {row.name: row.elo for row in table}
+    assert elo["random"] == 0.0
+    # medium scores 65% against random: about +108 Elo by the logistic curve
+    assert 60 < elo["medium"] < 170
+    assert elo["strong"] - elo["medium"] > 100
+    # a perfect score gives a finite rating (virtual draw prior); no anchor -> mean 0
+    table = elo_table([_result("a", "b", 10, 0, 0)])
+    elo = {row.name: row.elo for row in table}
+    assert math.isfinite(elo["a"]) and elo["a"] > elo["b"] and abs(elo["a"] + elo["b"]) < 1e-6
+    assert elo_table([]) == []
+
+
+def test_play_match_rejects_no_deals():
+    with pytest.raises(ValueError, match="num_deals"):
+        play_match(make_agent("random"), make_agent("random"), 0, jax.random.key(0))
+
+
+def test_evaluate_cli(random_vs_random, tmp_path, capsys):
+    """The CLI reuses the compiled random-vs-random match (same agents, same size)."""
+    sys.path.insert(0, str(REPO_ROOT / "experiments"))
+    try:
+        import evaluate
+    finally:
+        sys.path.pop(0)
+    out = tmp_path / "eval.json"
+    code = evaluate.main(["--agent", "random", "--opponents", "random", "--games", str(2 * RANDOM_DEALS - 1),
+                          "--json", str(out), "--plain"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "rounded up to 200" in captured.err
+    assert "win rate" in captured.out and "Elo" in captured.out
+    report = json.loads(out.read_text())
+    assert report["games_per_pairing"] == 2 * RANDOM_DEALS
+    (result,) = report["results"]
+    assert result["wins"] + result["draws"] + result["losses"] == 2 * RANDOM_DEALS
+    assert {row["name"] for row in report["elo"]} == {"random"}
+    # bad specs: a clear message and exit code 2, no traceback
+    assert evaluate.main(["--agent", "random", "--opponents", "nonsense"]) == 2
+    assert "unknown agent 'nonsense'" in capsys.readouterr().err

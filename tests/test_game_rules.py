@@ -1,0 +1,407 @@
+"""The rules on hand-built positions: every ability, the chameleon's copies, the
+five-animal check, the end of the game, illegal and post-game steps, jit/vmap,
+the action space and the trace notation."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from beastybar_jax import game
+from beastybar_jax.game import actions as A
+from beastybar_jax.game import cards as C
+
+step = jax.jit(game.step)
+legal_action_mask = jax.jit(game.legal_action_mask)
+
+
+def card(owner: int, name: str) -> int:
+    return owner * C.NUM_SPECIES + C.species_id(name)
+
+
+def act(name: str, acting: str | None = None, param: int = 0) -> int:
+    """Action id: ``act("parrot", param=2)``, ``act("chameleon", "seal")``."""
+    return game.action_id(C.species_id(name), None if acting is None else C.species_id(acting), param)
+
+
+def position(queue=(), hands=((), ()), decks=((), ()), bar=((), ()), mover=0, turn=10, thats_it=None):
+    """A state from readable parts. ``queue``: ``[(owner, species name)]`` front
+    first; ``hands``/``bar``: species names per player; ``decks``: species names in
+    draw order per player. Cards placed nowhere go to THAT'S IT, so every card is
+    somewhere."""
+    queue_cards = [card(o, s) for o, s in queue] + [-1] * (C.QUEUE_SLOTS - len(queue))
+    hand = np.zeros((2, C.NUM_SPECIES), bool)
+    deck = np.full((2, C.DECK_SIZE), -1, np.int8)
+    bar_mask = np.zeros((2, C.NUM_SPECIES), bool)
+    for p in range(2):
+        for s in hands[p]:
+            hand[p, C.species_id(s)] = True
+        for i, s in enumerate(decks[p]):
+            deck[p, i] = C.species_id(s)
+        for s in bar[p]:
+            bar_mask[p, C.species_id(s)] = True
+    placed = np.zeros(C.NUM_CARDS, int)
+    for c in queue_cards:
+        if c >= 0:
+            placed[c] += 1
+    placed += hand.reshape(-1) + bar_mask.reshape(-1)
+    for p in range(2):
+        for s in deck[p]:
+            if s >= 0:
+                placed[p * C.NUM_SPECIES + s] += 1
+    assert placed.max() <= 1, "a card is placed twice"
+    out = placed.reshape(2, C.NUM_SPECIES) == 0 if thats_it is None else np.asarray(thats_it)
+    return game.State(
+        queue=jnp.asarray(queue_cards, jnp.int8),
+        hand=jnp.asarray(hand),
+        deck=jnp.asarray(deck),
+        bar=jnp.asarray(bar_mask),
+        thats_it=jnp.asarray(out),
+        current_player=jnp.asarray(mover, jnp.int8),
+        turn=jnp.asarray(turn, jnp.int8),
+        terminated=jnp.asarray(False),
+        rewards=jnp.zeros(2, jnp.float32),
+    )
+
+
+def queue_of(state) -> list[tuple[int, str]]:
+    return [(int(c) // C.NUM_SPECIES, C.SPECIES_NAMES[int(c) % C.NUM_SPECIES]) for c in np.asarray(state.queue) if c >= 0]
+
+
+def cards_of(mask) -> set[tuple[int, str]]:
+    mask = np.asarray(mask)
+    return {(p, C.SPECIES_NAMES[s]) for p in range(2) for s in np.flatnonzero(mask[p])}
+
+
+def new_in(before, after, field: str) -> set[tuple[int, str]]:
+    return cards_of(np.asarray(getattr(after, field)) & ~np.asarray(getattr(before, field)))
+
+
+def play(state, action):
+    assert bool(legal_action_mask(state)[action]), f"{game.action_name(action)} should be legal"
+    after = step(state, action)
+    assert not bool(after.terminated) or bool(after.rewards.sum() == 0)
+    return after
+
+
+# One entry per ability: (test id, position kwargs, action, queue after, new THAT'S IT, new bar).
+ABILITY_CASES = [
+    ("skunk: two highest distinct strengths leave, both zebras included",
+     dict(queue=[(0, "zebra"), (1, "seal"), (1, "zebra"), (1, "kangaroo")], hands=(["skunk"], [])),
+     act("skunk"), [(1, "kangaroo"), (0, "skunk")], {(0, "zebra"), (1, "seal"), (1, "zebra")}, set()),
+    ("skunk: other skunks stay",
+     dict(queue=[(1, "skunk"), (1, "lion"), (1, "parrot")], hands=(["skunk"], [])),
+     act("skunk"), [(1, "skunk"), (0, "skunk")], {(1, "lion"), (1, "parrot")}, set()),
+    ("parrot sends the chosen place to THAT'S IT",
+     dict(queue=[(1, "lion"), (1, "seal"), (0, "zebra")], hands=(["parrot"], [])),
+     act("parrot", param=1), [(1, "lion"), (0, "zebra"), (0, "parrot")], {(1, "seal")}, set()),
+    ("kangaroo hops two",
+     dict(queue=[(1, "lion"), (1, "seal"), (0, "zebra")], hands=(["kangaroo"], [])),
+     act("kangaroo", param=2), [(1, "lion"), (0, "kangaroo"), (1, "seal"), (0, "zebra")], set(), set()),
+    ("kangaroo hops one",
+     dict(queue=[(1, "lion"), (1, "seal"), (0, "zebra")], hands=(["kangaroo"], [])),
+     act("kangaroo", param=1), [(1, "lion"), (1, "seal"), (0, "kangaroo"), (0, "zebra")], set(), set()),
+    ("kangaroo into an empty queue",
+     dict(queue=[], hands=(["kangaroo"], [])),
+     act("kangaroo", param=0), [(0, "kangaroo")], set(), set()),
+    ("a single monkey does nothing",
+     dict(queue=[(1, "hippo"), (1, "seal")], hands=(["monkey"], [])),
+     act("monkey"), [(1, "hippo"), (1, "seal"), (0, "monkey")], set(), set()),
+    ("two monkeys: hippos and crocodiles leave, monkeys go first",
+     dict(queue=[(1, "monkey"), (1, "hippo"), (1, "seal"), (1, "crocodile")], hands=(["monkey"], [])),
+     act("monkey"), [(0, "monkey"), (1, "monkey"), (1, "seal")], {(1, "hippo"), (1, "crocodile")}, set()),
+    ("seal reverses the queue",
+     dict(queue=[(1, "lion"), (0, "zebra"), (1, "parrot")], hands=(["seal"], [])),
+     act("seal"), [(0, "seal"), (1, "parrot"), (0, "zebra"), (1, "lion")], set(), set()),
+    ("zebra does nothing and stops a hippo",
+     dict(queue=[(1, "lion"), (0, "zebra"), (1, "seal")], hands=([], ["hippo"]), mover=1),
+     act("hippo"), [(1, "lion"), (0, "zebra"), (1, "hippo"), (1, "seal")], set(), set()),
+    ("giraffe swaps with a weaker animal ahead",
+     dict(queue=[(1, "lion"), (1, "seal")], hands=(["giraffe"], [])),
+     act("giraffe"), [(1, "lion"), (0, "giraffe"), (1, "seal")], set(), set()),
+    ("giraffe does not pass a stronger animal",
+     dict(queue=[(1, "seal"), (1, "lion")], hands=(["giraffe"], [])),
+     act("giraffe"), [(1, "seal"), (1, "lion"), (0, "giraffe")], set(), set()),
+    ("snake sorts by strength, equal strengths keep their order",
+     dict(queue=[(0, "zebra"), (1, "seal"), (1, "zebra")], hands=(["snake"], [])),
+     act("snake"), [(0, "snake"), (0, "zebra"), (1, "zebra"), (1, "seal")], set(), set()),
+    ("crocodile eats the weaker run up to a zebra",
+     dict(queue=[(1, "lion"), (1, "zebra"), (1, "seal"), (1, "parrot")], hands=(["crocodile"], [])),
+     act("crocodile"), [(1, "lion"), (1, "zebra"), (0, "crocodile")], {(1, "seal"), (1, "parrot")}, set()),
+    ("hippo passes the weaker run",
+     dict(queue=[(1, "lion"), (1, "seal"), (1, "parrot")], hands=(["hippo"], [])),
+     act("hippo"), [(1, "lion"), (0, "hippo"), (1, "seal"), (1, "parrot")], set(), set()),
+    ("lion: monkeys leave, the lion goes first",
+     dict(queue=[(1, "monkey"), (1, "seal"), (0, "monkey")], hands=(["lion"], [])),
+     act("lion"), [(0, "lion"), (1, "seal")], {(1, "monkey"), (0, "monkey")}, set()),
+    ("a second lion goes to THAT'S IT",
+     dict(queue=[(1, "lion"), (1, "seal")], hands=(["lion"], [])),
+     act("lion"), [(1, "lion"), (1, "seal")], {(0, "lion")}, set()),
+    # Recurring phase on a later turn (the mover plays a zebra, which does nothing).
+    ("recurring: a giraffe jumps again on a later turn",
+     dict(queue=[(0, "seal"), (1, "giraffe")], hands=(["zebra"], [])),
+     act("zebra"), [(1, "giraffe"), (0, "seal"), (0, "zebra")], set(), set()),
+    ("recurring: a hippo moves again on a later turn",
+     dict(queue=[(0, "seal"), (1, "hippo")], hands=(["zebra"], [])),
+     act("zebra"), [(1, "hippo"), (0, "seal"), (0, "zebra")], set(), set()),
+    ("recurring: a crocodile eats again on a later turn",
+     dict(queue=[(0, "seal"), (1, "crocodile")], hands=(["zebra"], [])),
+     act("zebra"), [(1, "crocodile"), (0, "zebra")], {(0, "seal")}, set()),
+    ("recurring: a hippo passing a giraffe gives it a second jump in the same turn",
+     # giraffe jumps the seal, the hippo goes to the front past all three, the walk
+     # resumes behind it and the giraffe jumps the parrot: hippo and giraffe enter the bar.
+     dict(queue=[(0, "parrot"), (0, "seal"), (1, "giraffe"), (1, "hippo")], hands=(["zebra"], [])),
+     act("zebra"), [(0, "parrot"), (0, "seal")], {(0, "zebra")}, {(1, "hippo"), (1, "giraffe")}),
+    # Chameleon copies.
+    ("chameleon as lion always leaves",
+     dict(queue=[(1, "lion"), (1, "monkey")], hands=(["chameleon"], [])),
+     act("chameleon", "lion"), [(1, "lion"), (1, "monkey")], {(0, "chameleon")}, set()),
+    ("chameleon as skunk stays",
+     dict(queue=[(1, "skunk"), (1, "lion"), (1, "seal"), (1, "parrot")], hands=(["chameleon"], [])),
+     act("chameleon", "skunk"), [(1, "skunk"), (1, "parrot"), (0, "chameleon")], {(1, "lion"), (1, "seal")}, set()),
+    ("chameleon as parrot",
+     dict(queue=[(1, "parrot"), (1, "lion")], hands=(["chameleon"], [])),
+     act("chameleon", "parrot", 1), [(1, "parrot"), (0, "chameleon")], {(1, "lion")}, set()),
+    ("chameleon as kangaroo",
+     dict(queue=[(1, "kangaroo"), (1, "lion")], hands=(["chameleon"], [])),
+     act("chameleon", "kangaroo", 2), [(0, "chameleon"), (1, "kangaroo"), (1, "lion")], set(), set()),
+    ("chameleon as monkey counts as a monkey",
+     dict(queue=[(1, "monkey"), (1, "hippo"), (1, "seal")], hands=(["chameleon"], [])),
+     act("chameleon", "monkey"), [(0, "chameleon"), (1, "monkey"), (1, "seal")], {(1, "hippo")}, set()),
+    ("chameleon as seal",
+     dict(queue=[(1, "seal"), (1, "lion")], hands=(["chameleon"], [])),
+     act("chameleon", "seal"), [(0, "chameleon"), (1, "lion"), (1, "seal")], set(), set()),
+    ("chameleon as giraffe jumps a weaker animal",
+     dict(queue=[(1, "giraffe"), (1, "seal")], hands=(["chameleon"], [])),
+     act("chameleon", "giraffe"), [(1, "giraffe"), (0, "chameleon"), (1, "seal")], set(), set()),
+    ("chameleon as snake sorts with strength 9",
+     dict(queue=[(1, "zebra"), (1, "snake"), (1, "lion")], hands=(["chameleon"], [])),
+     act("chameleon", "snake"), [(1, "lion"), (1, "snake"), (0, "chameleon"), (1, "zebra")], set(), set()),
+    ("chameleon as crocodile eats with strength 10",
+     dict(queue=[(1, "crocodile"), (1, "seal"), (1, "parrot")], hands=(["chameleon"], [])),
+     act("chameleon", "crocodile"), [(1, "crocodile"), (0, "chameleon")], {(1, "seal"), (1, "parrot")}, set()),
+    ("chameleon as hippo passes with strength 11, then is a chameleon again",
+     dict(queue=[(1, "hippo"), (1, "seal")], hands=(["chameleon"], [])),
+     act("chameleon", "hippo"), [(1, "hippo"), (0, "chameleon"), (1, "seal")], set(), set()),
+    ("chameleon as zebra does nothing",
+     dict(queue=[(1, "zebra"), (1, "lion")], hands=(["chameleon"], [])),
+     act("chameleon", "zebra"), [(1, "zebra"), (1, "lion"), (0, "chameleon")], set(), set()),
+    # Five-animal check.
+    ("five animals: the front two enter the bar, the last leaves",
+     dict(queue=[(1, "skunk"), (0, "lion"), (1, "zebra"), (0, "parrot")], hands=([], ["snake"]), mover=1),
+     act("snake"), [(1, "zebra"), (0, "parrot")], {(1, "skunk")}, {(0, "lion"), (1, "snake")}),
+    ("five animals after a seal",
+     dict(queue=[(1, "lion"), (0, "hippo"), (1, "zebra"), (0, "parrot")], hands=([], ["seal"]), mover=1),
+     act("seal"),  # reversed: seal, parrot, zebra, hippo, lion -> hippo stays behind zebra
+     [(1, "zebra"), (0, "hippo")], {(1, "lion")}, {(1, "seal"), (0, "parrot")}),
+]
+
+
+@pytest.mark.parametrize("kwargs, action, queue, out, bar",
+                         [c[1:] for c in ABILITY_CASES], ids=[c[0] for c in ABILITY_CASES])
+def test_ability(kwargs, action, queue, out, bar):
+    before = position(**kwargs)
+    after = play(before, action)
+    assert queue_of(after) == queue
+    assert new_in(before, after, "thats_it") == out
+    assert new_in(before, after, "bar") == bar
+    assert int(after.current_player) == 1 - int(before.current_player)
+    assert int(after.turn) == int(before.turn) + 1
+
+
+def test_chameleon_needs_a_target_and_never_copies_a_chameleon():
+    mask = np.asarray(legal_action_mask(position(queue=[], hands=(["chameleon", "seal"], []))))
+    assert not mask[act("chameleon", "skunk"):act("chameleon", "lion") + 1].any()
+    assert mask[act("seal")]
+    mask = np.asarray(legal_action_mask(position(queue=[(1, "chameleon"), (1, "zebra")], hands=(["chameleon"], []))))
+    legal = {game.action_name(a) for a in np.flatnonzero(mask)}
+    assert legal == {"chameleon as zebra"}
+
+
+def test_parrot_kangaroo_parameters_follow_the_queue_length():
+    two = position(queue=[(1, "lion"), (1, "seal")], hands=(["parrot", "kangaroo"], []))
+    legal = {game.action_name(a) for a in np.flatnonzero(np.asarray(legal_action_mask(two)))}
+    assert legal == {"parrot on queue place 0", "parrot on queue place 1", "kangaroo hop 1", "kangaroo hop 2"}
+    empty = position(queue=[], hands=(["parrot", "kangaroo"], []))
+    legal = {game.action_name(a) for a in np.flatnonzero(np.asarray(legal_action_mask(empty)))}
+    assert legal == {"kangaroo hop 0"}
+
+
+def test_the_mover_draws_the_top_of_their_deck():
+    before = position(queue=[(1, "lion")], hands=(["seal", "zebra", "skunk", "parrot"], ["hippo"]),
+                      decks=(["monkey", "snake"], []))
+    after = play(before, act("seal"))
+    assert cards_of(after.hand) == {(0, "zebra"), (0, "skunk"), (0, "parrot"), (0, "monkey"), (1, "hippo")}
+    assert np.asarray(after.deck)[0].tolist() == [C.species_id("snake")] + [-1] * 7
+
+
+def _end_position(bar):
+    # P0 plays their last card, nothing is left to draw: the game ends.
+    return position(queue=[(1, "seal"), (1, "zebra")], hands=(["skunk"], []), bar=bar)
+
+
+@pytest.mark.parametrize("bar, rewards", [
+    ((["lion", "parrot"], ["kangaroo"]), [1.0, -1.0]),   # 6 - 4
+    ((["lion"], ["kangaroo"]), [-1.0, 1.0]),             # 2 - 4
+    ((["parrot"], ["kangaroo"]), [0.0, 0.0]),            # 4 - 4: draw
+])
+def test_game_ends_when_every_card_is_played(bar, rewards):
+    after = play(_end_position(bar), act("skunk"))
+    assert bool(after.terminated)
+    np.testing.assert_array_equal(np.asarray(after.rewards), rewards)
+    expected_scores = [sum(int(C.POINTS[C.species_id(s)]) for s in bar[p]) for p in range(2)]
+    np.testing.assert_array_equal(np.asarray(after.scores), expected_scores)
+    assert not np.asarray(legal_action_mask(after)).any()
+
+
+def test_game_ends_when_fewer_than_five_cards_remain():
+    # After the move: queue 2 + P1's hand 1 + P1's deck 1 = 4 cards left.
+    before = position(queue=[(1, "seal")], hands=(["lion"], ["hippo"]), decks=([], ["zebra"]))
+    after = play(before, act("lion"))
+    assert bool(after.terminated)
+    # With one more card somewhere the game goes on.
+    before = position(queue=[(1, "seal")], hands=(["lion"], ["hippo"]), decks=([], ["zebra", "snake"]))
+    after = play(before, act("lion"))
+    assert not bool(after.terminated)
+    np.testing.assert_array_equal(np.asarray(after.rewards), [0.0, 0.0])
+
+
+ILLEGAL_CASES = [
+    ("card not in hand", dict(queue=[(1, "seal")], hands=(["lion", "zebra"], ["hippo"])), act("hippo")),
+    ("parrot on an empty place", dict(queue=[(1, "seal")], hands=(["parrot"], ["hippo"])), act("parrot", param=2)),
+    ("chameleon copying an absent species", dict(queue=[(1, "seal")], hands=(["chameleon"], ["hippo"])),
+     act("chameleon", "lion")),
+    ("negative id", dict(queue=[(1, "seal")], hands=(["lion"], ["hippo"]), mover=1), -1),
+    ("id past the action space", dict(queue=[(1, "seal")], hands=(["lion"], ["hippo"]), mover=1), game.NUM_ACTIONS),
+]
+
+
+@pytest.mark.parametrize("kwargs, action", [c[1:] for c in ILLEGAL_CASES], ids=[c[0] for c in ILLEGAL_CASES])
+def test_illegal_action_loses_and_leaves_the_table(kwargs, action):
+    before = position(**kwargs)
+    after = step(before, action)
+    mover = int(before.current_player)
+    assert bool(after.terminated)
+    expected = np.where(np.arange(2) == mover, -1.0, 1.0)
+    np.testing.assert_array_equal(np.asarray(after.rewards), expected)
+    for field in ("queue", "hand", "deck", "bar", "thats_it", "current_player", "turn"):
+        np.testing.assert_array_equal(np.asarray(getattr(after, field)), np.asarray(getattr(before, field)), err_msg=field)
+    assert not np.asarray(legal_action_mask(after)).any()
+
+
+def test_stepping_a_finished_game_changes_nothing():
+    finished = play(_end_position((["lion", "parrot"], ["kangaroo"])), act("skunk"))
+    forfeited = step(position(queue=[(1, "seal")], hands=(["lion"], ["hippo"])), act("hippo"))
+    for state in (finished, forfeited):
+        for action in list(range(game.NUM_ACTIONS)) + [-3, 99]:
+            again = step(state, action)
+            for a, b in zip(jax.tree.leaves(again), jax.tree.leaves(state)):
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_jit_and_vmap_agree_with_single_steps():
+    cases = [position(**c[1]) for c in ABILITY_CASES]
+    actions = jnp.asarray([c[2] for c in ABILITY_CASES])
+    batch = jax.tree.map(lambda *xs: jnp.stack(xs), *cases)
+    batched = jax.jit(jax.vmap(game.step))(batch, actions)
+    masks = jax.jit(jax.vmap(game.legal_action_mask))(batch)
+    for i, (state, action) in enumerate(zip(cases, actions)):
+        single = step(state, action)  # jitted, unbatched
+        for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(batched)):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b)[i])
+        np.testing.assert_array_equal(np.asarray(legal_action_mask(state)), np.asarray(masks)[i])
+
+
+def test_state_is_small_and_typed():
+    state = jax.jit(game.init)(jax.random.key(0))
+    sizes = {name: np.asarray(value).nbytes for name, value in state.items()}
+    assert sum(sizes.values()) <= 200, sizes
+    assert state.queue.shape == (C.QUEUE_SLOTS,) and state.queue.dtype == jnp.int8
+    assert state.hand.shape == state.bar.shape == state.thats_it.shape == (2, C.NUM_SPECIES)
+    assert state.deck.shape == (2, C.DECK_SIZE)
+    assert state.rewards.dtype == jnp.float32
+
+
+def test_init_deals_four_cards_and_a_deck_of_eight():
+    states = jax.jit(jax.vmap(game.init))(jax.random.split(jax.random.key(1), 256))
+    hands, decks = np.asarray(states.hand), np.asarray(states.deck)
+    assert (hands.sum(-1) == C.HAND_SIZE).all()
+    in_deck = (decks[..., None] == np.arange(C.NUM_SPECIES)).sum(-2)  # [B, 2, 12]
+    np.testing.assert_array_equal(in_deck + hands, 1)  # every species once per player
+    assert set(np.asarray(states.current_player).tolist()) == {0, 1}
+    assert len({tuple(d) for d in decks[:, 0]}) > 200  # deals differ
+
+
+def test_init_from_deal_keeps_the_deal():
+    hands = [[0, 1, 2, 3], [8, 9, 10, 11]]
+    decks = [list(range(4, 12)), list(range(8))]
+    state = game.init_from_deal(jnp.asarray(hands), jnp.asarray(decks), 1)
+    assert cards_of(state.hand) == {(0, C.SPECIES_NAMES[s]) for s in hands[0]} | {(1, C.SPECIES_NAMES[s]) for s in hands[1]}
+    np.testing.assert_array_equal(np.asarray(state.deck), decks)
+    assert int(state.current_player) == 1 and int(state.turn) == 0 and not bool(state.terminated)
+
+
+def test_action_names_are_unique_and_complete():
+    assert game.NUM_ACTIONS == len(game.ACTION_NAMES) == 31
+    assert len(set(game.ACTION_NAMES)) == game.NUM_ACTIONS
+    assert [game.action_name(a) for a in range(game.NUM_ACTIONS)] == list(game.ACTION_NAMES)
+    for bad in (-1, game.NUM_ACTIONS):
+        with pytest.raises(ValueError, match="out of range"):
+            game.action_name(bad)
+    # Every species is playable, the chameleon copies every other species.
+    assert set(A.ACTION_CARD_SPECIES.tolist()) == set(range(C.NUM_SPECIES))
+    copies = A.ACTION_ACTING_SPECIES[A.ACTION_CARD_SPECIES == C.CHAMELEON]
+    assert set(copies.tolist()) == set(range(C.NUM_SPECIES)) - {C.CHAMELEON}
+
+
+def test_notation_round_trip_on_random_positions(random_positions):
+    states, masks = random_positions
+    checked = 0
+    for i in range(len(masks)):
+        queue_species = [int(c) % C.NUM_SPECIES for c in states.queue[i] if c >= 0]
+        for a in np.flatnonzero(masks[i]):
+            move = game.to_notation(int(a), queue_species)
+            assert game.from_notation(move, queue_species) == a, (move, queue_species)
+            checked += 1
+    assert checked > 1000
+
+
+def test_notation_examples_and_errors():
+    queue = [C.LION, C.ZEBRA, C.PARROT]
+    assert game.to_notation(act("chameleon", "parrot", 1), queue) == ["chameleon", [2, 1]]
+    assert game.from_notation(["chameleon", [1]], queue) == act("chameleon", "zebra")
+    assert game.from_notation(["kangaroo", []], []) == act("kangaroo", param=0)
+    assert game.to_notation(act("kangaroo", param=2), queue) == ["kangaroo", [2]]
+    with pytest.raises(ValueError):
+        game.from_notation(["lion", [0]], queue)
+    with pytest.raises(ValueError):
+        game.from_notation(["dragon", []], queue)
+    with pytest.raises(ValueError):
+        game.to_notation(act("chameleon", "seal"), queue)
+
+
+def test_render_state_and_action():
+    state = position(queue=[(1, "lion"), (0, "zebra")], hands=(["parrot", "seal"], ["hippo"]),
+                     bar=(["skunk"], []), thats_it=np.zeros((2, C.NUM_SPECIES), bool))
+    full = game.render_state(state)
+    assert "lion(P1) zebra(P0)" in full and "P1 hand: hippo" in full and "score P0 4 - P1 0" in full
+    hidden = game.render_state(state, viewer=0)
+    assert "hippo" not in hidden and "lion(opp) zebra(you)" in hidden and "parrot, seal" in hidden
+    assert game.render_action(act("parrot", param=0)) == "parrot on queue place 0"
+    assert game.render_action(act("parrot", param=0), state) == "parrot on queue place 0 (lion(P1))"
+    finished = play(_end_position((["lion", "parrot"], ["kangaroo"])), act("skunk"))
+    assert "P0 wins" in game.render_state(finished)
+
+
+@pytest.fixture(scope="module")
+def random_positions():
+    from conftest import random_playout
+
+    before, _, _ = random_playout(64)(jax.random.key(7))
+    flat = jax.tree.map(lambda x: np.asarray(x).reshape((-1,) + x.shape[2:]), before)
+    live = ~flat.terminated
+    flat = jax.tree.map(lambda x: x[live], flat)
+    masks = np.asarray(jax.jit(jax.vmap(game.legal_action_mask))(flat))
+    return flat, masks

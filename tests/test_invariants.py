@@ -1,0 +1,151 @@
+"""Invariants of random play: 10,240 seeded games under jit/vmap/scan, and random
+deals and (possibly illegal) action sequences with hypothesis."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from beastybar_jax import game
+from beastybar_jax.game import cards as C
+
+from conftest import random_playout
+
+NUM_GAMES = 10_240
+POINTS = jnp.asarray(C.POINTS)
+
+
+def invariants(state) -> dict:
+    """``bool[]`` checks of one state between turns."""
+    cards = jnp.arange(C.NUM_CARDS)
+    owner, species = cards // C.NUM_SPECIES, cards % C.NUM_SPECIES
+    queue = state.queue.astype(jnp.int32)
+    in_queue = jnp.sum(queue[:, None] == cards[None, :], axis=0)
+    in_deck = jnp.sum(
+        (state.deck.astype(jnp.int32)[owner] == species[:, None]), axis=1
+    )
+    places = (in_queue + in_deck + state.hand.reshape(-1) + state.bar.reshape(-1)
+              + state.thats_it.reshape(-1))
+    occupied = queue >= 0
+    deck_filled = state.deck >= 0
+    bar_points = jnp.sum(jnp.where(state.bar, POINTS, 0), axis=-1)
+    outcome = jnp.sign(bar_points[0] - bar_points[1]).astype(jnp.float32)
+    mask = game.legal_action_mask(state)
+    return dict(
+        every_card_in_one_place=jnp.all(places == 1),
+        queue_at_most_four=~occupied[4],
+        queue_packed_to_the_front=jnp.all(occupied[:-1] | ~occupied[1:]),
+        decks_packed_to_the_front=jnp.all(deck_filled[:, :-1] | ~deck_filled[:, 1:]),
+        hand_at_most_four=jnp.all(jnp.sum(state.hand, -1) <= C.HAND_SIZE),
+        full_hand_while_deck_lasts=jnp.all(~deck_filled[:, 0] | (jnp.sum(state.hand, -1) == C.HAND_SIZE)),
+        at_most_24_turns=state.turn <= C.NUM_CARDS,
+        rewards_zero_sum=jnp.sum(state.rewards) == 0,
+        rewards_only_at_the_end=state.terminated | jnp.all(state.rewards == 0),
+        scores_are_bar_points=jnp.all(state.scores == bar_points),
+        rewards_follow_the_scores=~state.terminated | jnp.all(state.rewards == jnp.stack([outcome, -outcome])),
+        a_legal_move_while_playing=state.terminated | jnp.any(mask),
+        no_legal_move_once_over=~state.terminated | ~jnp.any(mask),
+    )
+
+
+@pytest.fixture(scope="module")
+def random_games():
+    play = random_playout(NUM_GAMES, num_turns=C.NUM_CARDS + 1)
+
+    @jax.jit
+    def run(key):
+        before, actions, final = play(key)
+        states = jax.tree.map(lambda b, f: jnp.concatenate([b, f[None]]), before, final)  # [T+1, G]
+        checks = jax.vmap(jax.vmap(invariants))(states)
+        ok = {name: jnp.all(value) for name, value in checks.items()}
+        playing = ~before.terminated  # [T, G]
+        stats = dict(
+            turns=jnp.sum(playing, axis=0),
+            alternates=jnp.all(jnp.where(playing[1:] & playing[:-1],
+                                         before.current_player[1:] != before.current_player[:-1], True)),
+            final_terminated=final.terminated,
+            final_rewards=final.rewards,
+            final_scores=final.scores,
+            final_bar=final.bar,
+        )
+        return ok, stats
+
+    return jax.device_get(run(jax.random.key(2026)))
+
+
+def test_invariants_hold_at_every_turn_of_10000_games(random_games):
+    ok, _ = random_games
+    failed = [name for name, value in ok.items() if not value]
+    assert not failed, failed
+
+
+def test_every_game_ends_within_24_turns(random_games):
+    _, stats = random_games
+    assert stats["final_terminated"].all()
+    assert stats["turns"].max() <= C.NUM_CARDS
+    assert stats["turns"].min() >= 20  # a random game needs most of the cards
+    assert stats["alternates"]
+
+
+def test_outcomes_are_zero_sum_and_follow_bar_points(random_games):
+    _, stats = random_games
+    rewards, scores = stats["final_rewards"], stats["final_scores"]
+    np.testing.assert_array_equal(rewards.sum(-1), 0)
+    np.testing.assert_array_equal(rewards[:, 0], np.sign(scores[:, 0] - scores[:, 1]))
+    np.testing.assert_array_equal(scores, (stats["final_bar"] * C.POINTS).sum(-1))
+    # Random play: roughly 10% draws, both players win often.
+    draws = np.mean(rewards[:, 0] == 0)
+    assert 0.05 < draws < 0.2
+    assert 0.35 < np.mean(rewards[:, 0] > 0) < 0.6
+
+
+# --- hypothesis: arbitrary deals and arbitrary (also illegal) action sequences ----------
+
+check_state = jax.jit(invariants)
+
+
+@jax.jit
+def play_sequence(hands, decks, starting_player, actions):
+    """Step ``actions`` (any ints) from a deal; returns the states before each and the last."""
+    state = game.init_from_deal(hands, decks, starting_player)
+
+    def turn(state, action):
+        nxt = game.step(state, action)
+        return nxt, (state, nxt)
+
+    _, (before, after) = jax.lax.scan(turn, state, actions)
+    return before, after, jax.vmap(invariants)(after)
+
+
+deals = st.tuples(st.permutations(range(C.NUM_SPECIES)), st.permutations(range(C.NUM_SPECIES)), st.integers(0, 1))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(deal=deals, actions=st.lists(st.integers(-2, 32), min_size=C.NUM_CARDS, max_size=C.NUM_CARDS))
+def test_any_action_sequence_keeps_the_state_sound(deal, actions):
+    order0, order1, starting = deal
+    hands = jnp.asarray([order0[:4], order1[:4]])
+    decks = jnp.asarray([order0[4:], order1[4:]])
+    before, after, checks = jax.device_get(play_sequence(hands, decks, starting, jnp.asarray(actions)))
+    for name, values in checks.items():
+        if name != "rewards_follow_the_scores":  # a forfeit decides the game, not the bar
+            assert values.all(), name
+    masks = np.asarray(jax.vmap(game.legal_action_mask)(before))
+    for t, a in enumerate(actions):
+        was_over = before.terminated[t]
+        legal = 0 <= a < game.NUM_ACTIONS and masks[t, a]
+        if was_over:
+            assert after.turn[t] == before.turn[t]
+            np.testing.assert_array_equal(after.rewards[t], before.rewards[t])
+        elif not legal:  # forfeit: the mover loses, the table stays
+            mover = before.current_player[t]
+            assert after.terminated[t] and after.rewards[t][mover] == -1 and after.rewards[t][1 - mover] == 1
+            np.testing.assert_array_equal(after.queue[t], before.queue[t])
+            np.testing.assert_array_equal(after.hand[t], before.hand[t])
+        else:
+            assert after.turn[t] == before.turn[t] + 1
+            assert checks["rewards_follow_the_scores"][t] or not after.terminated[t]

@@ -1,0 +1,174 @@
+"""The policy-value network: both torsos in both compute dtypes, output shapes and
+ranges, float32 parameters, the optional score head, the attention torso's masking
+of empty queue places, and clear errors for bad configs."""
+
+from __future__ import annotations
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from beastybar_jax import game
+from beastybar_jax.network import (
+    BEASTYBAR_TOKENS,
+    NetworkConfig,
+    NetworkOutput,
+    count_params,
+    init_params,
+    make_network,
+)
+
+GAME = game.BEASTYBAR
+WIDTH, DEPTH = 32, 1
+QUEUE_LENGTHS = (0, 1, 2, 3, 4)  # one observation per queue length
+
+
+FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+TORSOS, DTYPES = ("mlp", "attention"), ("float32", "bfloat16")
+
+
+def compile_fast(fn, *example_args):
+    """``fn`` compiled for the shapes of ``example_args`` with cheap XLA optimisation
+    (the tests' batches are tiny, so compile time is what costs)."""
+    return jax.jit(fn).lower(*example_args).compile(FAST_COMPILE)
+
+
+@pytest.fixture(scope="module")
+def observations():
+    """``float32[5, 149]`` observations of dealt games whose queues hold 0..4 cards."""
+
+    def build(key):
+        states = jax.vmap(game.init)(jax.random.split(key, len(QUEUE_LENGTHS)))
+        cards = jnp.asarray([[11, 12 + 6, 3, 12 + 1, -1]] * len(QUEUE_LENGTHS), jnp.int8)  # lion, zebra, ...
+        filled = jnp.arange(5)[None, :] < jnp.asarray(QUEUE_LENGTHS)[:, None]
+        states = states.replace(queue=jnp.where(filled, cards, -1).astype(jnp.int8))
+        return jax.vmap(game.observe)(states, states.current_player)
+
+    key = jax.random.key(0)
+    return compile_fast(build, key)(key)
+
+
+def build(config, observations, params=None):
+    """``(params, apply)`` for ``config``: fresh parameters (unless given) and a
+    compiled ``apply``."""
+    network = make_network(config, GAME.num_actions)
+    if params is None:
+        key = jax.random.key(1)
+        params = compile_fast(lambda k: init_params(network, k, GAME.observation_size), key)(key)
+    return params, compile_fast(network.apply, params, observations)
+
+
+@pytest.fixture(scope="module")
+def models(observations):
+    """``{(torso, dtype): (params, apply, output)}``; both dtypes of a torso share
+    parameters (they differ only in arithmetic)."""
+    result = {}
+    for torso in TORSOS:
+        for dtype in DTYPES:
+            config = NetworkConfig(torso=torso, width=WIDTH, depth=DEPTH, num_heads=4, dtype=dtype)
+            shared = result[torso, DTYPES[0]][0] if dtype != DTYPES[0] else None
+            params, apply = build(config, observations, shared)
+            result[torso, dtype] = params, apply, apply(params, observations)
+    return result
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("torso", TORSOS)
+def test_outputs_have_the_promised_shapes_and_ranges(models, torso, dtype):
+    params, _, out = models[torso, dtype]
+    assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(params))
+    assert isinstance(out, NetworkOutput)
+    batch = len(QUEUE_LENGTHS)
+    assert out.policy_logits.shape == (batch, GAME.num_actions)
+    assert out.value.shape == (batch,) and out.score_margin.shape == (batch,)
+    for field in (out.policy_logits, out.value, out.score_margin):
+        assert field.dtype == jnp.float32
+        assert np.all(np.isfinite(np.asarray(field)))
+    assert np.all(np.abs(np.asarray(out.value)) <= 1.0)
+    # Different positions get different predictions (the torso reads its input).
+    assert np.ptp(np.asarray(out.policy_logits), axis=0).max() > 0
+    print(f"{torso}/{dtype}: {count_params(params):,} parameters")
+
+
+@pytest.mark.parametrize("torso", TORSOS)
+def test_bfloat16_compute_tracks_float32(models, torso):
+    (_, _, a), (_, _, b) = models[torso, "float32"], models[torso, "bfloat16"]
+    assert not np.array_equal(a.policy_logits, b.policy_logits)  # bfloat16 arithmetic is in use
+    np.testing.assert_allclose(b.policy_logits, a.policy_logits, atol=0.05)
+    np.testing.assert_allclose(b.value, a.value, atol=0.05)
+
+
+@pytest.mark.parametrize("torso, width, depth", [("mlp", 48, 3), ("attention", 256, 4)])
+def test_parameter_count(torso, width, depth):
+    """Counted without compiling (``eval_shape``), and equal to the architecture's sum."""
+    network = make_network(NetworkConfig(torso=torso, width=width, depth=depth), GAME.num_actions)
+    shapes = jax.eval_shape(lambda k: init_params(network, k, GAME.observation_size), jax.random.key(0))
+    count = count_params(shapes)
+    print(f"{torso} width {width} depth {depth}: {count:,} parameters")
+    obs, actions = GAME.observation_size, GAME.num_actions
+    dense = lambda n_in, n_out: n_in * n_out + n_out
+    layer_norm = 2 * width
+    if torso == "mlp":
+        expected = (dense(obs, width)
+                    + depth * (layer_norm + 2 * dense(width, width))  # one residual block
+                    + layer_norm
+                    + dense(width, actions) + 2 * dense(width, 1))    # policy, value, score heads
+    else:
+        start, tokens, features = BEASTYBAR_TOKENS
+        attention = 4 * dense(width, width)                           # query, key, value, out
+        mlp = dense(width, 2 * width) + dense(2 * width, width)
+        expected = (dense(features, width) + dense(obs - tokens * features, width)  # card, table embeddings
+                    + (tokens + 1) * width                                          # position embeddings
+                    + depth * (2 * layer_norm + attention + mlp)
+                    + layer_norm
+                    + dense(2 * width, actions) + 2 * dense(2 * width, 1))  # heads read [table, card mean]
+    assert count == expected
+
+
+def test_score_head_is_optional(models, observations):
+    params, apply = build(NetworkConfig(torso="mlp", width=WIDTH, depth=DEPTH, aux_score_head=False), observations)
+    assert "score_head" not in params["params"]
+    np.testing.assert_array_equal(apply(params, observations).score_margin, 0.0)
+    with_head, _, out = models["mlp", "float32"]
+    assert "score_head" in with_head["params"]
+    assert np.all(np.asarray(out.score_margin) != 0)
+
+
+def test_attention_torso_ignores_empty_queue_places(models, observations):
+    """A random change to the learned position embedding of queue place 3 leaves the
+    output exactly as it was unless place 3 holds a card (queue length 4)."""
+    params, apply, before = models["attention", "float32"]
+    params = flax.core.unfreeze(params)
+    position = params["params"]["AttentionTorso_0"]["position_embedding"]
+    assert position.shape == (BEASTYBAR_TOKENS.num_tokens + 1, WIDTH)  # table token + 4 places
+    perturbed = jax.tree.map(lambda x: x, params)
+    # Random, not constant: LayerNorm would erase a constant shift of a token.
+    noise = jax.random.normal(jax.random.key(3), (WIDTH,))
+    perturbed["params"]["AttentionTorso_0"]["position_embedding"] = position.at[1 + 3].add(noise)
+    after = apply(perturbed, observations)
+    for i, length in enumerate(QUEUE_LENGTHS):
+        changed = np.abs(np.asarray(before.policy_logits[i] - after.policy_logits[i])).max()
+        if length < 4:
+            assert changed == 0 and before.value[i] == after.value[i], length
+        else:
+            assert changed > 1e-4
+
+
+def test_attention_torso_rejects_observations_too_short_for_its_layout():
+    network = make_network(NetworkConfig(torso="attention", width=WIDTH, depth=DEPTH), GAME.num_actions)
+    with pytest.raises(ValueError, match="token layout"):
+        init_params(network, jax.random.key(0), 40)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("torso", "resnet", "network.torso"),
+    ("dtype", "float16", "network.dtype"),
+    ("width", 0, "network.width"),
+    ("num_heads", 3, "divisible by network.num_heads"),
+])
+def test_bad_network_config_names_the_key(field, value, message):
+    kwargs = {"torso": "attention", "width": 32, "num_heads": 4, field: value}
+    with pytest.raises(ValueError, match=message):
+        NetworkConfig(**kwargs)

@@ -1,0 +1,49 @@
+"""A tiny training run shared by the training tests (compiled and run once per session).
+
+pytest imports test modules with their directory on ``sys.path``, so test files use
+``import tiny_training``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import pathlib
+import shutil
+import tempfile
+
+import jax
+
+from beastybar_jax import train
+from beastybar_jax.config import TrainConfig, load_config
+from beastybar_jax.metrics import read_jsonl
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+TINY = REPO_ROOT / "configs" / "tiny.yaml"
+# Unoptimised XLA code compiles about 3x faster on CPU; these runs are tiny anyway.
+FAST_COMPILE = {"xla_backend_optimization_level": 0}
+FAST_COMPILE_FLAG = "--xla_backend_optimization_level=0"
+
+
+def tiny_config(run_dir, *overrides: str) -> TrainConfig:
+    return load_config(TINY, [f"run_dir={run_dir}", "tensorboard=false", *overrides])
+
+
+@functools.lru_cache(maxsize=None)
+def trainer() -> train.Trainer:
+    """The tiny config's compiled trainer (its run_dir is irrelevant to the computation)."""
+    return train.make_trainer(tiny_config("unused"), compiler_options=FAST_COMPILE)
+
+
+@functools.lru_cache(maxsize=None)
+def full_run() -> dict:
+    """All ``num_iterations`` of the tiny config in one go, on the default device(s)."""
+    run_dir = pathlib.Path(tempfile.mkdtemp(prefix="tiny_full_"))
+    atexit.register(shutil.rmtree, run_dir, ignore_errors=True)
+    config = tiny_config(run_dir)
+    loop = train.TrainLoop(config, trainer=trainer(), console=False)
+    initial_params = jax.device_get(loop.state.params)
+    state = jax.device_get(loop.run())
+    loop.close()
+    return dict(config=config, run_dir=run_dir, initial_params=initial_params, state=state,
+                metrics=read_jsonl(str(run_dir / "metrics.jsonl")))
