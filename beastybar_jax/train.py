@@ -344,7 +344,8 @@ class TrainLoop:
         if config.eval_every:
             from beastybar_jax.evaluation import evaluation_hook
 
-            self.hooks.append(evaluation_hook(config))
+            # First, so that user hooks (live plots) see this iteration's win rates.
+            self.hooks.insert(0, evaluation_hook(config))
         self.checkpointer = Checkpointer(self.run_dir, keep=config.keep_checkpoints)
         self.totals = dict(games=0, moves=0, simulations=0, seconds=0.0)
         latest = self.checkpointer.latest_step()

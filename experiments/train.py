@@ -25,6 +25,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="override a config key (repeatable), e.g. --set search.num_simulations=32")
     parser.add_argument("--resume", action="store_true", help="continue the run in run_dir from its latest checkpoint")
     parser.add_argument("--no-console", action="store_true", help="no progress bar / per-iteration lines")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="load and validate the config, print it resolved, and exit without compiling")
     return parser.parse_args(argv)
 
 
@@ -38,6 +40,22 @@ def main(argv=None) -> int:
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
+
+    if args.dry_run:
+        import json
+
+        import jax
+
+        from beastybar_jax.config import validate
+
+        try:
+            validate(config, num_devices=jax.device_count())  # divisibility on this machine too
+        except ConfigError as e:
+            print(f"config error: {e}", file=sys.stderr)
+            return 2
+        print(json.dumps(config.to_dict(), indent=2))
+        print(f"config ok; run_dir {config.resolved_run_dir}{' (resume)' if args.resume else ''}")
+        return 0
 
     from beastybar_jax import train
 
