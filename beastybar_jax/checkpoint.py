@@ -161,7 +161,7 @@ def load_agent(run_dir_or_checkpoint: str | os.PathLike) -> TrainedModel:
     from beastybar_jax.network import init_params, make_network
 
     directory, step = _resolve(run_dir_or_checkpoint)
-    manager = ocp.CheckpointManager(directory, options=ocp.CheckpointManagerOptions(create=False, read_only=True))
+    manager = ocp.CheckpointManager(directory, options=ocp.CheckpointManagerOptions(create=False, read_only=True, save_interval_steps=0))
     try:
         if step is None:
             step = manager.latest_step()

@@ -46,11 +46,12 @@ def _gib(x: float) -> str:
     return f"{x / 2**30:.2f} GiB"
 
 
-def _rate(x: float) -> str:
+def format_rate(x: float, unit_separator: str = "") -> str:
+    """``1234567 -> "1.23M"``, ``45600 -> "45.6k"`` (with ``unit_separator`` before the unit)."""
     if x >= 1e6:
-        return f"{x / 1e6:.2f}M"
+        return f"{x / 1e6:.2f}{unit_separator}M"
     if x >= 1e3:
-        return f"{x / 1e3:.1f}k"
+        return f"{x / 1e3:.1f}{unit_separator}k"
     return f"{x:.0f}"
 
 
@@ -68,7 +69,7 @@ def format_line(iteration: int, total: int, m: Mapping[str, float]) -> str:
     if wins:
         parts.append("win rate vs " + ", ".join(wins))
     if "simulations_per_second" in m:
-        parts.append(f"{_rate(m['simulations_per_second'])} sims/s")
+        parts.append(f"{format_rate(m['simulations_per_second'])} sims/s")
     if "iteration_seconds" in m:
         parts.append(f"{m['iteration_seconds']:.2f} s")
     if "device_memory_bytes" in m:

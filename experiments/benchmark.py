@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 
 from beastybar_jax.game import BEASTYBAR, Game
+from beastybar_jax.metrics import format_rate
 
 VARIANTS = ("step", "step+mask+obs")
 DEFAULT_BATCH_SIZES = tuple(4**k for k in range(11))  # 1 .. 2^20
@@ -182,11 +183,7 @@ def _cpu_name() -> str:
 
 
 def _fmt_rate(x: float) -> str:
-    if x >= 1e6:
-        return f"{x / 1e6:.2f} M"
-    if x >= 1e3:
-        return f"{x / 1e3:.1f} k"
-    return f"{x:.0f}"
+    return format_rate(x, unit_separator=" ")
 
 
 def print_table(machine: dict, rows: list[dict]) -> None:
@@ -397,12 +394,16 @@ def add_selfplay_parser(subparsers) -> None:
 SUBCOMMANDS = [add_env_parser, add_selfplay_parser]
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="command", required=True)
     for add in SUBCOMMANDS:
         add(subparsers)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     return args.func(args)
 
 

@@ -112,19 +112,32 @@ def test_play_commands_run(where, command, trained_run):
     assert "Traceback" not in "\n".join(map(str, printed))
 
 
-@pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/benchmark.py" in c[1]])
+BENCHMARKS = [c for c in COMMANDS if "experiments/benchmark.py" in c[1]]
+SELFPLAY_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py selfplay" in c[1]]
+TINY_RUN = {
+    "env": ["--batch-sizes", "4", "--steps", "2", "--repeats", "1", "--variant", "step"],
+    "selfplay": ["--batch-sizes", "4", "--simulations", "2", "--moves", "2", "--repeats", "1",
+                 "--set", "network.width=16", "--set", "network.depth=1", "--set", "buffer_size=128",
+                 "--set", "min_buffer_size=8", "--set", "batch_size=8", "--set", "num_games=4"],
+}
+
+
+@pytest.mark.parametrize("where,command", BENCHMARKS)
 def test_benchmark_commands_run(where, command, tmp_path):
+    """Each command parses and its config loads; env commands and the first selfplay
+    command also run (tiny sizes appended). Every selfplay run compiles a whole training
+    iteration, so the others stop after parsing to keep CI short."""
     import benchmark
+    from beastybar_jax.config import load_config
 
     argv = argv_of(command, "experiments/benchmark.py")
+    args = benchmark.build_parser().parse_args(argv)
+    if args.command == "selfplay":
+        load_config(args.config, args.overrides)
+        if (where, command) != SELFPLAY_BENCHMARKS[0]:
+            return
     out = tmp_path / "bench.json"
-    if argv[0] == "env":
-        tiny = ["--batch-sizes", "4", "--steps", "2", "--repeats", "1", "--variant", "step"]
-    else:
-        tiny = ["--batch-sizes", "4", "--simulations", "2", "--moves", "2", "--repeats", "1",
-                "--set", "network.width=16", "--set", "network.depth=1", "--set", "buffer_size=128",
-                "--set", "min_buffer_size=8", "--set", "batch_size=8", "--set", "num_games=4"]
-    assert benchmark.main(argv + tiny + ["--out", str(out)]) == 0
+    assert benchmark.main(argv + TINY_RUN[args.command] + ["--out", str(out)]) == 0
     assert json.loads(out.read_text())
 
 
