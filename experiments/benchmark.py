@@ -77,26 +77,36 @@ def sample_categorical_legal(key: jax.Array, mask: jax.Array) -> jax.Array:
 SAMPLERS = {"uniform": sample_uniform_legal, "categorical": sample_categorical_legal}
 
 
+RESET_CHUNK = 16  # steps per batch of fresh deals; below the shortest game (21 turns)
+
+
 def make_env_loop(game: Game, batch_size: int, num_steps: int, with_observation: bool,
                   sampler: str = "uniform") -> Callable:
     """A jitted ``run(states, key) -> (states, checksum)`` playing ``num_steps``
     random legal moves in each of ``batch_size`` games (states ``[B]``), resetting
-    finished games with ``game.init``. ``checksum`` (float32) depends on every
-    observation when ``with_observation``, on the chosen actions otherwise.
-    ``sampler`` picks how a legal action is drawn (see ``SAMPLERS``)."""
+    finished games. ``checksum`` (float32) depends on every observation when
+    ``with_observation``, on the chosen actions otherwise. ``sampler`` picks how a
+    legal action is drawn (see ``SAMPLERS``).
+
+    Auto-reset deals ``B`` fresh games with ``game.init`` once per ``RESET_CHUNK``
+    steps, and a game that ends takes its slot's fresh deal: a game lasts at least
+    21 turns, so a slot ends at most once per chunk. (Calling ``init`` for every
+    slot at every step, branch-free, cost as much as the step itself.)
+    ``num_steps`` must be a multiple of ``min(num_steps, RESET_CHUNK)``."""
     sample_legal = SAMPLERS[sampler]
     step = jax.vmap(game.step)
     init = jax.vmap(game.init)
     legal_action_mask = jax.vmap(game.legal_action_mask)
     observe = jax.vmap(game.observe)
+    chunk = min(num_steps, RESET_CHUNK)
+    if num_steps % chunk:
+        raise ValueError(f"num_steps ({num_steps}) must be a multiple of {chunk}")
 
     def one_step(carry, key):
-        states, checksum = carry
-        action_key, reset_key = jax.random.split(key)
+        states, fresh, checksum = carry
         mask = legal_action_mask(states)  # [B, A]
-        actions = sample_legal(action_key, mask)  # [B]
+        actions = sample_legal(key, mask)  # [B]
         states = step(states, actions)
-        fresh = init(jax.random.split(reset_key, batch_size))
         states = jax.tree.map(
             lambda new, old: jnp.where(
                 states.terminated.reshape((-1,) + (1,) * (old.ndim - 1)), new, old
@@ -109,12 +119,20 @@ def make_env_loop(game: Game, batch_size: int, num_steps: int, with_observation:
             checksum = checksum + jnp.sum(observations)
         else:
             checksum = checksum + jnp.sum(actions).astype(jnp.float32)
+        return (states, fresh, checksum), None
+
+    def one_chunk(carry, key):
+        states, checksum = carry
+        reset_key, steps_key = jax.random.split(key)
+        fresh = init(jax.random.split(reset_key, batch_size))
+        (states, _, checksum), _ = jax.lax.scan(
+            one_step, (states, fresh, checksum), jax.random.split(steps_key, chunk))
         return (states, checksum), None
 
     @jax.jit
     def run(states, key):
         (states, checksum), _ = jax.lax.scan(
-            one_step, (states, jnp.zeros((), jnp.float32)), jax.random.split(key, num_steps)
+            one_chunk, (states, jnp.zeros((), jnp.float32)), jax.random.split(key, num_steps // chunk)
         )
         return states, checksum
 
@@ -227,7 +245,8 @@ def run_env(args: argparse.Namespace) -> int:
     variants = VARIANTS if args.variant == "both" else (args.variant,)
     rows = []
     for batch in args.batch_sizes:
-        steps = args.steps if args.steps else max(8, min(512, (1 << 22) // batch))
+        steps = args.steps if args.steps else max(16, min(512, (1 << 22) // batch))
+        steps -= steps % min(steps, RESET_CHUNK)
         for variant in variants:
             try:
                 row = bench_env(batch, steps, args.repeats, variant == "step+mask+obs", seed=args.seed,
@@ -258,7 +277,7 @@ def add_env_parser(subparsers) -> None:
     p.add_argument("--batch-sizes", type=_parse_sizes, default=list(DEFAULT_BATCH_SIZES),
                    help="comma-separated batch sizes, e.g. 1,64,4096 or 2^12,2^16 (default 4^0..4^10 = 1..2^20)")
     p.add_argument("--steps", type=int, default=0,
-                   help="steps per timed run (default: 2^22 / batch, clipped to 8..512)")
+                   help="steps per timed run (default: 2^22 / batch, clipped to 16..512, a multiple of 16)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per configuration; the best is kept")
     p.add_argument("--variant", choices=("both",) + VARIANTS, default="both")
     p.add_argument("--sampler", choices=tuple(SAMPLERS), default="uniform",
