@@ -200,6 +200,18 @@ def _cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
+def unless_out_of_memory(label: str, measure: Callable[[], dict]) -> dict | None:
+    """``measure()``, or None (with a note) when the device runs out of memory, so the
+    largest batch sizes of a sweep can fail without losing the rest."""
+    try:
+        return measure()
+    except Exception as e:
+        if "RESOURCE_EXHAUSTED" not in str(e) and "Out of memory" not in str(e):
+            raise
+        print(f"{label}: out of memory, skipped", file=sys.stderr)
+        return None
+
+
 def _fmt_rate(x: float) -> str:
     return format_rate(x, unit_separator=" ")
 
@@ -248,13 +260,9 @@ def run_env(args: argparse.Namespace) -> int:
         steps = args.steps if args.steps else max(16, min(512, (1 << 22) // batch))
         steps -= steps % min(steps, RESET_CHUNK)
         for variant in variants:
-            try:
-                row = bench_env(batch, steps, args.repeats, variant == "step+mask+obs", seed=args.seed,
-                                sampler=args.sampler)
-            except Exception as e:  # out of memory at the largest sizes: record and go on
-                if "RESOURCE_EXHAUSTED" not in str(e) and "Out of memory" not in str(e):
-                    raise
-                print(f"batch {batch} {variant}: out of memory, skipped", file=sys.stderr)
+            row = unless_out_of_memory(f"batch {batch} {variant}", lambda: bench_env(
+                batch, steps, args.repeats, variant == "step+mask+obs", seed=args.seed, sampler=args.sampler))
+            if row is None:
                 continue
             rows.append(row)
             print(f"  batch {batch:>8} {variant:<14} {_fmt_rate(row['steps_per_second']):>9} steps/s "
@@ -362,12 +370,9 @@ def run_selfplay(args: argparse.Namespace) -> int:
     for batch in args.batch_sizes:
         for sims in args.simulations:
             updates = base.updates_per_iteration if args.updates < 0 else args.updates
-            try:
-                row = bench_selfplay(base, batch, sims, args.moves, updates, args.repeats)
-            except Exception as e:  # out of memory at the largest sizes: record and go on
-                if "RESOURCE_EXHAUSTED" not in str(e) and "Out of memory" not in str(e):
-                    raise
-                print(f"batch {batch} sims {sims}: out of memory, skipped", file=sys.stderr)
+            row = unless_out_of_memory(f"batch {batch} sims {sims}", lambda: bench_selfplay(
+                base, batch, sims, args.moves, updates, args.repeats))
+            if row is None:
                 continue
             rows.append(row)
             print(f"  games {batch:>6} sims {sims:>4}: {_fmt_rate(row['simulations_per_second']):>9} sims/s, "
