@@ -38,7 +38,6 @@ import numpy as np
 from beastybar_jax.agents.base import Agent
 from beastybar_jax.game import BEASTYBAR, Game
 
-MAX_TURNS = 24  # a Beasty Bar game lasts at most 24 turns (24 cards, one per turn)
 
 
 @chex.dataclass(frozen=True)
@@ -53,7 +52,7 @@ class MatchOutcomes:
       agent_seat: ``int32[G]`` A's seat (0 or 1).
       first_player: ``int32[G]`` the seat that moved first.
       illegal: ``int32[G, 2]`` illegal moves attempted by A (column 0) and B (column 1).
-      terminated: ``bool[G]`` every game ended within ``MAX_TURNS`` turns.
+      terminated: ``bool[G]`` every game ended within ``game.max_game_length`` turns.
     """
 
     reward: chex.Array
@@ -65,7 +64,7 @@ class MatchOutcomes:
 
 
 def play_games(agent_a: Agent, agent_b: Agent, deal_keys: jax.Array, key: jax.Array,
-               game: Game = BEASTYBAR, max_turns: int = MAX_TURNS) -> MatchOutcomes:
+               game: Game = BEASTYBAR) -> MatchOutcomes:
     """Pure and jittable core of ``play_match``: every deal of ``deal_keys`` (``[D]``
     keys) played twice with seats swapped. Usable inside a larger jitted function
     (e.g. training-time evaluation of a network agent with traced parameters)."""
@@ -93,7 +92,7 @@ def play_games(agent_a: Agent, agent_b: Agent, deal_keys: jax.Array, key: jax.Ar
         return (jax.vmap(game.step)(states, action), illegal), None
 
     illegal = jnp.zeros((2 * num_deals, 2), jnp.int32)
-    (final, illegal), _ = jax.lax.scan(turn, (states, illegal), jax.random.split(key, max_turns))
+    (final, illegal), _ = jax.lax.scan(turn, (states, illegal), jax.random.split(key, game.max_game_length))
     seats = jnp.arange(2 * num_deals)
     reward = final.rewards[seats, agent_seat]
     margin = jax.vmap(game.score_margin)(final, agent_seat)
@@ -102,8 +101,8 @@ def play_games(agent_a: Agent, agent_b: Agent, deal_keys: jax.Array, key: jax.Ar
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled_match(agent_a: Agent, agent_b: Agent, game: Game, max_turns: int):
-    return jax.jit(functools.partial(play_games, agent_a, agent_b, game=game, max_turns=max_turns))
+def _compiled_match(agent_a: Agent, agent_b: Agent, game: Game):
+    return jax.jit(functools.partial(play_games, agent_a, agent_b, game=game))
 
 
 @dataclasses.dataclass
@@ -174,7 +173,7 @@ def summarize(outcomes: MatchOutcomes, agent: str, opponent: str) -> MatchResult
 
 
 def play_match(agent_a: Agent, agent_b: Agent, num_deals: int, key: jax.Array, *,
-               game: Game = BEASTYBAR, max_turns: int = MAX_TURNS) -> MatchResult:
+               game: Game = BEASTYBAR) -> MatchResult:
     """``2 * num_deals`` games between two agents in duplicate format, batched on device.
 
     Args:
@@ -186,7 +185,7 @@ def play_match(agent_a: Agent, agent_b: Agent, num_deals: int, key: jax.Array, *
         raise ValueError(f"num_deals must be at least 1, got {num_deals}")
     deal_key, play_key = jax.random.split(key)
     deal_keys = jax.random.split(deal_key, int(num_deals))
-    outcomes = _compiled_match(agent_a, agent_b, game, max_turns)(deal_keys, play_key)
+    outcomes = _compiled_match(agent_a, agent_b, game)(deal_keys, play_key)
     return summarize(outcomes, agent_a.name, agent_b.name)
 
 

@@ -81,7 +81,6 @@ class TrainConfig:
     # self-play
     num_games: int = 1024
     moves_per_iteration: int = 24
-    max_game_length: int = 24  # longest possible game (Beasty Bar: 24 turns); sizes per-game records
     temperature: float = 1.0
     temperature_drop_move: int = 8
     final_temperature: float = 0.0
@@ -239,12 +238,11 @@ def validate(config: TrainConfig, num_devices: int | None = None) -> None:
     """
     c = config
     _check(bool(c.name) and "/" not in c.name, "name", f"must be a non-empty name without '/', got {c.name!r}")
-    get_game(c.game)
+    max_game_length = get_game(c.game).max_game_length
     _check(bool(c.run_dir), "run_dir", "must be a directory path, e.g. runs/{name}")
     _check(c.num_iterations >= 1, "num_iterations", f"must be >= 1, got {c.num_iterations}")
     _check(c.num_games >= 1, "num_games", f"must be >= 1 (games played side by side), got {c.num_games}")
     _check(c.moves_per_iteration >= 1, "moves_per_iteration", f"must be >= 1, got {c.moves_per_iteration}")
-    _check(c.max_game_length >= 1, "max_game_length", f"must be >= 1 (Beasty Bar: 24), got {c.max_game_length}")
     _check(c.temperature >= 0, "temperature", f"must be >= 0 (0 = the search's choice), got {c.temperature}")
     _check(c.final_temperature >= 0, "final_temperature", f"must be >= 0, got {c.final_temperature}")
     _check(c.temperature_drop_move >= 0, "temperature_drop_move", f"must be >= 0, got {c.temperature_drop_move}")
@@ -256,9 +254,9 @@ def validate(config: TrainConfig, num_devices: int | None = None) -> None:
         f"lower min_buffer_size or raise buffer_size",
     )
     _check(
-        c.buffer_size >= c.num_games * c.max_game_length, "buffer_size",
-        f"({c.buffer_size}) must hold at least one finished game per slot, num_games * max_game_length = "
-        f"{c.num_games * c.max_game_length}: raise buffer_size or lower num_games",
+        c.buffer_size >= c.num_games * max_game_length, "buffer_size",
+        f"({c.buffer_size}) must hold at least one finished game per slot, num_games * the game's longest "
+        f"game ({max_game_length} turns) = {c.num_games * max_game_length}: raise buffer_size or lower num_games",
     )
     _check(c.batch_size >= 1, "batch_size", f"must be >= 1, got {c.batch_size}")
     _check(c.updates_per_iteration >= 0, "updates_per_iteration", f"must be >= 0, got {c.updates_per_iteration}")

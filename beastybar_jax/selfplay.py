@@ -1,7 +1,7 @@
 """Self-play: ``B`` games advanced side by side with search, one ``lax.scan`` over moves.
 
 Each game slot keeps the records of the game it is playing (``[B, T, ...]`` with
-``T = max_game_length``). A move is: observe, search (on worlds sampled for the
+``T = game.max_game_length``). A move is: observe, search (on worlds sampled for the
 mover, inside :func:`beastybar_jax.search.run_search`), choose an action with the
 temperature schedule, record, step. When a slot's game ends, its records are
 labelled with the outcome (and final score margin) for each record's player and
@@ -70,12 +70,12 @@ class SelfPlayStats:
     root_value: chex.Array
 
 
-def init(game: Game, key: jax.Array, num_games: int, max_game_length: int) -> SelfPlayState:
+def init(game: Game, key: jax.Array, num_games: int) -> SelfPlayState:
     """``num_games`` fresh games with empty records."""
     games = jax.vmap(game.init)(jax.random.split(key, num_games))
     return SelfPlayState(
         games=games,
-        trajectory=replay_lib.empty_records((num_games, max_game_length), game.observation_size, game.num_actions),
+        trajectory=replay_lib.empty_records((num_games, game.max_game_length), game.observation_size, game.num_actions),
         length=jnp.zeros((num_games,), jnp.int32),
     )
 

@@ -193,7 +193,7 @@ def _init_state(config: TrainConfig, game: Game, network: PolicyValueNet, optimi
     return TrainState(
         params=params,
         opt_state=optimizer.init(params),
-        selfplay=selfplay.init(game, games_key, config.num_games, config.max_game_length),
+        selfplay=selfplay.init(game, games_key, config.num_games),
         replay=replay_lib.init(config.buffer_size, game.observation_size, game.num_actions),
         rng=jax.random.key_data(key),
         iteration=jnp.zeros((), jnp.int32),

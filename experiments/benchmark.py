@@ -307,12 +307,14 @@ def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves
     ``batch_size`` games with ``num_simulations`` simulations per move, replay insert
     and ``num_updates`` SGD steps) with ``base_config``'s network and search."""
     from beastybar_jax import train
+    from beastybar_jax.config import get_game
 
+    max_game_length = get_game(base_config.game).max_game_length
     config = base_config.replace(
         num_games=batch_size,
         moves_per_iteration=num_moves,
         updates_per_iteration=num_updates,
-        buffer_size=max(base_config.batch_size, batch_size * base_config.max_game_length * 2),
+        buffer_size=max(base_config.batch_size, batch_size * max_game_length * 2),
         min_buffer_size=1,  # learn from the first finished games, so timed iterations include the updates
         search=dataclasses.replace(base_config.search, num_simulations=num_simulations),
     )
@@ -324,7 +326,7 @@ def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves
 
     # Warm-up iterations: finish the first games so the buffer holds data and the
     # timed iterations include their updates.
-    warmup = -(-config.max_game_length // num_moves) + 1
+    warmup = -(-max_game_length // num_moves) + 1
     for i in range(warmup):
         state, metrics = compiled(state, jax.random.key(100 + i))
     jax.block_until_ready(metrics)

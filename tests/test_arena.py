@@ -28,7 +28,7 @@ RANDOM_DEALS = 100
 def heuristic_vs_random():
     heuristic, random = make_agent("heuristic"), make_agent("random")
     deal_keys = jax.random.split(jax.random.key(1), HEURISTIC_DEALS)
-    outcomes = jax.device_get(arena._compiled_match(heuristic, random, game.BEASTYBAR, arena.MAX_TURNS)(
+    outcomes = jax.device_get(arena._compiled_match(heuristic, random, game.BEASTYBAR)(
         deal_keys, jax.random.key(2)))
     return deal_keys, outcomes, summarize(outcomes, "heuristic", "random")
 

@@ -21,7 +21,6 @@ from beastybar_jax.agents.base import Agent, random_best, uniform_choice
 from beastybar_jax.game import BEASTYBAR, Game
 from beastybar_jax.search import SearchConfig
 
-MAX_TURNS = 24  # a Beasty Bar game never lasts longer; longer playouts are no-ops
 
 # Odd 32-bit multipliers for the state fingerprint (fixed, arbitrary).
 _FINGERPRINT_MULTIPLIERS = np.random.default_rng(20261122).integers(1, 2**31, size=256, dtype=np.uint32) * 2 + 1
@@ -36,21 +35,20 @@ def state_fingerprint(state) -> jax.Array:
     return jnp.sum(flat * multipliers, dtype=jnp.uint32)
 
 
-def random_playout_value(game: Game, state, key: jax.Array, max_turns: int = MAX_TURNS) -> jax.Array:
+def random_playout_value(game: Game, state, key: jax.Array) -> jax.Array:
     """``float32[]`` the outcome (+1/0/-1) for ``state``'s player to move after uniformly
-    random legal moves to the end (``max_turns`` steps of a ``lax.scan``; stepping a
+    random legal moves to the end (``game.max_game_length`` steps of a ``lax.scan``; stepping a
     finished game changes nothing)."""
     player = state.current_player.astype(jnp.int32)
 
     def turn(s, k):
         return game.step(s, uniform_choice(game.legal_action_mask(s), k)), None
 
-    final, _ = jax.lax.scan(turn, state, jax.random.split(key, max_turns))
+    final, _ = jax.lax.scan(turn, state, jax.random.split(key, game.max_game_length))
     return final.rewards[player].astype(jnp.float32)
 
 
-def random_playout_evaluator(game: Game, key: jax.Array, num_playouts: int = 1,
-                             max_turns: int = MAX_TURNS) -> search_lib.Evaluator:
+def random_playout_evaluator(game: Game, key: jax.Array, num_playouts: int = 1) -> search_lib.Evaluator:
     """An evaluator with uniform prior logits and, as value, the mean outcome of
     ``num_playouts`` random playouts. Each state's playouts use
     ``fold_in(key, fingerprint(state))``, so different states (and different keys)
@@ -59,7 +57,7 @@ def random_playout_evaluator(game: Game, key: jax.Array, num_playouts: int = 1,
     def value_of(state):
         state_key = jax.random.fold_in(key, state_fingerprint(state))
         keys = jax.random.split(state_key, num_playouts)
-        values = jax.vmap(lambda k: random_playout_value(game, state, k, max_turns))(keys)
+        values = jax.vmap(lambda k: random_playout_value(game, state, k))(keys)
         return jnp.mean(values)
 
     def evaluate(states):

@@ -20,6 +20,7 @@ class Game(NamedTuple):
     num_actions: int
     observation_size: int
     num_players: int
+    max_game_length: int  # no game lasts more turns; sizes per-game buffers and scans
     init: Callable[[jax.Array], Any]                 # key -> state
     step: Callable[[Any, jax.Array], Any]            # state, action -> state
     observe: Callable[[Any, jax.Array], jax.Array]   # state, player -> float32[O]
@@ -39,6 +40,7 @@ BEASTYBAR = Game(
     num_actions=actions.NUM_ACTIONS,
     observation_size=observe.OBSERVATION_SIZE,
     num_players=cards.NUM_PLAYERS,
+    max_game_length=cards.NUM_CARDS,  # one card per turn
     init=core.init,
     step=core.step,
     observe=observe.observe,
