@@ -34,7 +34,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.game.observe import OBSERVATION_LAYOUT, QUEUE_FEATURES, QUEUE_TOKENS
+from beastybar_jax.game.env import BEASTYBAR_TOKENS, TokenLayout
 
 TORSOS = ("mlp", "attention")
 _HEAD_INIT = nn.initializers.variance_scaling(0.01, "fan_in", "truncated_normal")
@@ -84,21 +84,6 @@ class NetworkConfig:
     @property
     def compute_dtype(self):
         return DTYPES[self.dtype]
-
-
-class TokenLayout(NamedTuple):
-    """Where the card tokens sit in a flat observation: ``num_tokens`` consecutive
-    blocks of ``features`` floats starting at index ``start``. An all-zero block is
-    an empty place (masked)."""
-
-    start: int
-    num_tokens: int
-    features: int
-
-
-_QUEUE_START, _QUEUE_END = OBSERVATION_LAYOUT["queue"]
-BEASTYBAR_TOKENS = TokenLayout(_QUEUE_START, QUEUE_TOKENS, QUEUE_FEATURES)
-assert BEASTYBAR_TOKENS.num_tokens * BEASTYBAR_TOKENS.features == _QUEUE_END - _QUEUE_START
 
 
 @chex.dataclass(frozen=True)
