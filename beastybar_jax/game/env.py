@@ -1,51 +1,10 @@
-"""A game as a bundle of pure functions, so search and training take it as a parameter."""
-
-from typing import Any, Callable, NamedTuple, Optional
+"""Beasty Bar as a :class:`~beastybar_jax.games.Game`: the bundle search and training take."""
 
 import jax
 import jax.numpy as jnp
 
 from beastybar_jax.game import actions, cards, core, observe, render, state
-
-
-class TokenLayout(NamedTuple):
-    """Where the game's tokens (cards, board cells) sit in its flat observation:
-    ``num_tokens`` consecutive blocks of ``features`` floats starting at index ``start``.
-    An all-zero block is an empty place. The attention torso of
-    :mod:`beastybar_jax.network` reads its tokens from here."""
-
-    start: int
-    num_tokens: int
-    features: int
-
-
-class Game(NamedTuple):
-    """The functions search, self-play, the learners, agents and the CLIs need from a game.
-
-    Every function acts on a single (unbatched) state; vmap them for batches.
-    States must expose ``current_player`` (int), ``terminated`` (bool) and
-    ``rewards`` (``float32[num_players]``, final outcome once terminated).
-    """
-
-    name: str
-    num_actions: int
-    observation_size: int
-    num_players: int
-    max_game_length: int  # no game lasts more turns; sizes per-game buffers and scans
-    init: Callable[[jax.Array], Any]                 # key -> state
-    step: Callable[[Any, jax.Array], Any]            # state, action -> state
-    observe: Callable[[Any, jax.Array], jax.Array]   # state, player -> float32[O]
-    legal_action_mask: Callable[[Any], jax.Array]    # state -> bool[A]
-    sample_world: Callable[[Any, jax.Array, jax.Array], Any]  # state, player, key -> state
-    score_margin: Callable[[Any, jax.Array], jax.Array]       # state, player -> float32[]
-    # Optional: token layout of the observation (None: the attention torso is unavailable).
-    observation_tokens: Optional[TokenLayout] = None
-    # Readable action names, index = action id (play.py, logs, notebooks).
-    action_names: tuple = ()
-    # render_state(state, viewer or None) -> str; viewer hides what that player cannot see.
-    render_state: Optional[Callable[..., str]] = None
-    # render_action(action, state before it or None) -> str.
-    render_action: Optional[Callable[..., str]] = None
+from beastybar_jax.games import Game, TokenLayout
 
 
 def _score_margin(s: state.State, player) -> jax.Array:

@@ -1,0 +1,75 @@
+"""The game interface and the registry of games.
+
+Everything above the game layer (search, self-play, the learners, agents, the arena,
+checkpoints and the command lines) takes a :class:`Game`: a bundle of pure functions
+over a small state, pgx-style. A game lives in its own package (``beastybar_jax.game``
+for Beasty Bar, ``beastybar_jax.tictactoe``) and is named in configs by
+``game: <name>``; :func:`get_game` imports it on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+
+
+class TokenLayout(NamedTuple):
+    """Where the game's tokens (cards, board cells) sit in its flat observation:
+    ``num_tokens`` consecutive blocks of ``features`` floats starting at index ``start``.
+    An all-zero block is an empty place. The attention torso of
+    :mod:`beastybar_jax.network` reads its tokens from here."""
+
+    start: int
+    num_tokens: int
+    features: int
+
+
+class Game(NamedTuple):
+    """The functions search, self-play, the learners, agents and the CLIs need from a game.
+
+    Every function acts on a single (unbatched) state; vmap them for batches.
+    States must expose ``current_player`` (int), ``terminated`` (bool) and
+    ``rewards`` (``float32[num_players]``, final outcome once terminated).
+    """
+
+    name: str
+    num_actions: int
+    observation_size: int
+    num_players: int
+    max_game_length: int  # no game lasts more turns; sizes per-game buffers and scans
+    init: Callable[[jax.Array], Any]                 # key -> state
+    step: Callable[[Any, jax.Array], Any]            # state, action -> state
+    observe: Callable[[Any, jax.Array], jax.Array]   # state, player -> float32[O]
+    legal_action_mask: Callable[[Any], jax.Array]    # state -> bool[A]
+    sample_world: Callable[[Any, jax.Array, jax.Array], Any]  # state, player, key -> state
+    score_margin: Callable[[Any, jax.Array], jax.Array]       # state, player -> float32[]
+    # Optional: token layout of the observation (None: the attention torso is unavailable).
+    observation_tokens: Optional[TokenLayout] = None
+    # Readable action names, index = action id (play.py, logs, notebooks).
+    action_names: tuple = ()
+    # render_state(state, viewer or None) -> str; viewer hides what that player cannot see.
+    render_state: Optional[Callable[..., str]] = None
+    # render_action(action, state before it or None) -> str.
+    render_action: Optional[Callable[..., str]] = None
+
+
+# name -> (module, attribute); imported on first use, so this module imports no game.
+_REGISTRY = {
+    "beastybar": ("beastybar_jax.game", "BEASTYBAR"),
+    "tictactoe": ("beastybar_jax.tictactoe", "TICTACTOE"),
+}
+GAME_NAMES = tuple(_REGISTRY)
+
+
+class UnknownGameError(ValueError):
+    """A game name that is not registered."""
+
+
+def get_game(name: str) -> Game:
+    """The :class:`Game` registered as ``name`` (``"beastybar"``, ``"tictactoe"``)."""
+    if name not in _REGISTRY:
+        raise UnknownGameError(f"unknown game {name!r}; known games: {', '.join(GAME_NAMES)}")
+    module, attribute = _REGISTRY[name]
+    return getattr(importlib.import_module(module), attribute)
