@@ -45,6 +45,9 @@ from beastybar_jax import game
 from beastybar_jax.endgame.positions import MAX_PLIES, is_solvable
 from beastybar_jax.endgame.positions import plies_left_bound as positions_plies_bound
 from beastybar_jax.game import cards as C
+from beastybar_jax.game.actions import ACTION_ACTING_SPECIES as _ACTION_ACTING
+from beastybar_jax.game.actions import ACTION_CARD_SPECIES as _ACTION_CARD
+from beastybar_jax.game.actions import ACTION_PARAM as _ACTION_PARAM
 
 NUM_ACTIONS = game.NUM_ACTIONS
 INF = 1000  # beyond any point margin (|margin| <= 38)
@@ -78,6 +81,8 @@ class SolverConfig:
       max_iterations: stop after this many loop iterations (0: run to the end).
         Positions not finished by then come back with ``solved=False``, so a
         training step can bound its time.
+      engine_moves: list moves with ``game.legal_action_mask`` instead of its
+        bit-operation restatement (slower; to cross-check).
     """
 
     mode: str = "results"
@@ -85,6 +90,7 @@ class SolverConfig:
     pops_per_step: int = 2
     use_bounds: bool = True
     max_iterations: int = 0
+    engine_moves: bool = False
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -252,6 +258,36 @@ def _move_bits(legal):
     return jnp.sum(jnp.where(legal[..., ORDER], jnp.asarray(_BIT_WEIGHTS), 0), axis=-1)
 
 
+def _legal_bits(words):
+    """``int32[L]`` the legal moves of packed positions ``[W, L]`` as bits in search
+    order: ``game.legal_action_mask`` restated with bit operations on the words
+    (the engine's version costs a third of a search iteration on a CPU; tests check
+    the two agree, and ``SolverConfig(engine_moves=True)`` uses the engine's)."""
+    head, hand = words[0], words[1]
+    mover = (head >> 25) & 1
+    finished = ((head >> 26) & 1) == 1
+    own_hand = (hand >> (C.NUM_SPECIES * mover)) & 0xFFF
+    cards = [((head >> (5 * slot)) & 31) - 1 for slot in range(C.QUEUE_SLOTS)]
+    length = sum((card >= 0).astype(jnp.int32) for card in cards)
+    in_queue = jnp.zeros_like(head)  # species present, as bits (both players' cards of a species may be there)
+    for card in cards:
+        in_queue = in_queue | jnp.where(card >= 0, jnp.left_shift(1, card % C.NUM_SPECIES), 0)
+    bits = jnp.zeros_like(head)
+    for position, action in enumerate(ORDER.tolist()):
+        species = int(_ACTION_CARD[action])
+        acting = int(_ACTION_ACTING[action])
+        param = int(_ACTION_PARAM[action])
+        ok = ((own_hand >> species) & 1) == 1
+        if acting == C.PARROT:
+            ok = ok & (param < length)
+        elif acting == C.KANGAROO:
+            ok = ok & jnp.where(length == 0, param == 0, (param >= 1) & (param <= jnp.minimum(2, length)))
+        if species == C.CHAMELEON:
+            ok = ok & (((in_queue >> acting) & 1) == 1)
+        bits = bits | jnp.where(ok & ~finished, 1 << position, 0)
+    return bits
+
+
 def _lowest_bit(bits):
     """Index of the lowest set bit of each ``int32`` (32 for 0)."""
     return jax.lax.population_count((bits & -bits) - 1)
@@ -329,6 +365,23 @@ def _evaluate_words(words):
     return finished, now, now - theirs, now + mine
 
 
+def _keep(tree, one, lanes_axis=-1):
+    """``tree`` (integer / bool arrays, lanes on ``lanes_axis``) unchanged, computed once.
+
+    XLA on CPU fuses cheap element-wise producers into every consumer, so a long
+    per-lane computation feeding several consumers (e.g. ``[depth, L]`` updates)
+    would be redone in each, and per depth (``jax.lax.optimization_barrier`` does
+    not stop that: the CPU compiler drops it). Dividing by ``one`` (1, but unknown
+    to the compiler) makes each leaf the output of an expensive op, which XLA
+    computes once and does not duplicate."""
+    def keep(x):
+        if x.dtype == jnp.bool_:
+            return jax.lax.div(x.astype(jnp.int32), one) != 0
+        return jax.lax.div(x, one.astype(x.dtype))
+    del lanes_axis
+    return jax.tree.map(keep, tree)
+
+
 def search(states: game.State, config: SolverConfig = SolverConfig()) -> tuple[Solution, jax.Array]:
     """``solve``, and the number of loop iterations it took (``int32[]``)."""
     num_positions = states.current_player.shape[0]
@@ -343,6 +396,7 @@ def search(states: game.State, config: SolverConfig = SolverConfig()) -> tuple[S
     root_legal = jax.vmap(game.legal_action_mask)(states) & solvable[:, None]
     roots = jax.vmap(pack)(states)  # [N, W]
     tasks, num_tasks = _task_queue(states, root_legal, solvable)
+    one = jnp.where(num_tasks >= 0, 1, 2).astype(jnp.int32)  # 1, but not a compile-time constant (``_keep``)
 
     def lanes_zeros(*shape):
         return jnp.zeros(shape + (num_lanes,), jnp.int32)
@@ -405,6 +459,7 @@ def search(states: game.State, config: SolverConfig = SolverConfig()) -> tuple[S
         value = at(c["best"])  # for the node's player to move
         finished = done & (depth == 0)
         up = done & (depth > 0)
+        value, up, finished, floor, cap = _keep((value, up, finished, floor, cap), one)
         parent = up & (depth_ids == depth - 1)
         c = dict(c)
         c["best"] = jnp.where(parent, jnp.maximum(c["best"], -value), c["best"])
@@ -430,22 +485,26 @@ def search(states: game.State, config: SolverConfig = SolverConfig()) -> tuple[S
         active = c["position"] < none
         alpha = at(c["alpha"])
         beta = jnp.where(depth == 1, -floor, at(c["beta"]))
-        words = jnp.sum(jnp.where(here[:, None, :], c["stack"], 0), axis=0)  # [W, L]
+        words = _keep(jnp.sum(jnp.where(here[:, None, :], c["stack"], 0), axis=0), one)  # [W, L]
         state = jax.vmap(unpack, in_axes=1)(words)
         # A node's moves are listed when it is first expanded, from the state that
         # ``step`` checks anyway (XLA computes the mask once for both).
         untried = at(c["untried"])
-        untried = jnp.where(untried == _UNGENERATED, _move_bits(jax.vmap(game.legal_action_mask)(state)), untried)
+        if config.engine_moves:
+            moves = _move_bits(jax.vmap(game.legal_action_mask)(state))
+        else:
+            moves = _legal_bits(words)
+        untried = _keep(jnp.where(untried == _UNGENERATED, moves, untried), one)
         expanding = active & (untried != 0) & (alpha < beta)
         bit = _lowest_bit(untried)
         action = jnp.sum(jnp.where(bit_ids == bit, order[:, None], 0), axis=0)
         child = jax.vmap(game.step)(state, action)
-        child_words = jax.vmap(pack, out_axes=1)(child)
+        child_words = _keep(jax.vmap(pack, out_axes=1)(child), one)
         at_root = depth == 0
         # The child's window, from its own mover's side.
         child_alpha = jnp.where(at_root, -cap, -beta)
         child_beta = jnp.where(at_root, -floor, -alpha)
-        terminal, final, low, high = _evaluate_words(child_words)
+        terminal, final, low, high = _keep(_evaluate_words(child_words), one)
         if not config.use_bounds:
             low = jnp.where(terminal, final, -INF)
             high = jnp.where(terminal, final, INF)
@@ -455,6 +514,9 @@ def search(states: game.State, config: SolverConfig = SolverConfig()) -> tuple[S
         push = expanding & ~leaf
         scored = expanding & leaf
         for_me = -leaf_value
+        exact = terminal | (low == high) | ((for_me > floor) & (for_me < cap))
+        (push, scored, for_me, exact, expanding, untried, bit, child_words, child_alpha, child_beta) = _keep(
+            (push, scored, for_me, exact, expanding, untried, bit, child_words, child_alpha, child_beta), one)
 
         c = dict(c)
         c["untried"] = jnp.where(here & expanding, untried & ~jnp.left_shift(1, bit), c["untried"])
@@ -462,7 +524,6 @@ def search(states: game.State, config: SolverConfig = SolverConfig()) -> tuple[S
         # A leaf child: its value goes to this node at once.
         c["best"] = jnp.where(here & scored, jnp.maximum(c["best"], for_me), c["best"])
         c["alpha"] = jnp.where(here & scored & ~at_root, jnp.maximum(c["alpha"], for_me), c["alpha"])
-        exact = terminal | (low == high) | ((for_me > floor) & (for_me < cap))
         c["exact"] = jnp.where(scored & at_root, exact, c["exact"])
         # Any other child is pushed and searched.
         below = push & (depth_ids == depth + 1)
