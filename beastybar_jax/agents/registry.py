@@ -8,6 +8,8 @@ Specs::
     checkpoint:<path>@sims=<N>[@worlds=<K>][@algo=gumbel|puct]
                                            trained network + search (the run's
                                            search config, with these overrides)
+    solver+<agent>                         exact endgame play where solvable, else <agent>
+                                           (any spec above; beastybar_jax.endgame)
 
 ``<path>`` is a run directory, its ``checkpoints/`` directory or one
 ``checkpoints/<iteration>`` directory. Options follow ``@`` and are peeled off
@@ -31,7 +33,7 @@ _SIMPLE = {
     "defensive": lambda: heuristic_agent("defensive"),
     "outcome_heuristic": outcome_heuristic_agent,
 }
-AGENT_NAMES = (*_SIMPLE, "mcts-<N>", "checkpoint:<path>", "checkpoint:<path>@sims=<N>")
+AGENT_NAMES = (*_SIMPLE, "mcts-<N>", "checkpoint:<path>", "checkpoint:<path>@sims=<N>", "solver+<agent>")
 _OPTION = re.compile(r"^(?P<key>[a-z_]+)=(?P<value>[A-Za-z0-9_.\-]+)$")
 _MCTS = re.compile(r"^mcts-(?P<sims>\d+)$")
 _ALGORITHMS = ("gumbel", "puct")
@@ -92,6 +94,10 @@ def make_agent(spec: str, *, game: Game = BEASTYBAR) -> Agent:
     if not isinstance(spec, str) or not spec.strip():
         raise AgentSpecError(f"empty agent spec {spec!r}; {_help()}")
     spec = spec.strip()
+    if spec.startswith("solver"):  # the options belong to the fallback agent
+        from beastybar_jax.endgame.agent import solver_agent_from_spec
+
+        return solver_agent_from_spec(spec, game=game)
     base, options = split_options(spec)
 
     if base in _SIMPLE:

@@ -49,12 +49,13 @@ class BruteForce:
         return np.sign(self.action_margin)
 
 
-@jax.jit
+CHUNK = 4096  # states per engine call; every call has this size, so each function compiles once
+
+
 def _legal(states):
     return jax.vmap(game.legal_action_mask)(states)
 
 
-@jax.jit
 def _children(states, actions):
     children = jax.vmap(game.step)(states, actions)
     scores = children.scores
@@ -65,19 +66,23 @@ def _children(states, actions):
     return children, children.terminated, mine - theirs, reward
 
 
-CHUNK = 8192  # states per engine call: one compilation for every large level
+@functools.lru_cache(maxsize=None)
+def _compiled(fn):
+    example = jax.tree.map(lambda x: jax.ShapeDtypeStruct((CHUNK,) + x.shape, x.dtype), game.init(jax.random.key(0)))
+    args = (example,) if fn is _legal else (example, jax.ShapeDtypeStruct((CHUNK,), jnp.int32))
+    return jax.jit(fn).lower(*args).compile()
 
 
-def _padded(fn, tree, *arrays):
-    """``fn`` over a host batch in chunks of ``CHUNK``, each padded to a power of two
-    (few compilations, bounded memory), results concatenated and cut back."""
-    n = arrays[0].shape[0] if arrays else jax.tree.leaves(tree)[0].shape[0]
+def _chunked(fn, tree, *arrays):
+    """``fn`` over a host batch in chunks of ``CHUNK`` (the last one padded), results
+    concatenated and cut back."""
+    n = jax.tree.leaves(tree)[0].shape[0]
+    compiled = _compiled(fn)
     outputs = []
     for start in range(0, n, CHUNK):
         stop = min(n, start + CHUNK)
-        size = max(64, 1 << (stop - start - 1).bit_length())
-        pad = lambda x: np.concatenate([x[start:stop], np.repeat(x[start:start + 1], size - (stop - start), axis=0)])
-        out = fn(jax.tree.map(pad, tree), *map(pad, arrays))
+        pad = lambda x: np.concatenate([x[start:stop], np.repeat(x[start:start + 1], CHUNK - (stop - start), axis=0)])
+        out = compiled(jax.tree.map(pad, tree), *map(pad, arrays))
         outputs.append(jax.tree.map(lambda x: np.asarray(x)[:stop - start], out))
     return jax.tree.map(lambda *xs: np.concatenate(xs), *outputs)
 
@@ -94,13 +99,13 @@ def solve_by_enumeration(states: game.State) -> BruteForce:
     nodes = np.ones(num_positions, np.int64)
     legal_roots = None
     while owner.size:
-        legal = _padded(_legal, frontier)
+        legal = _chunked(_legal, frontier)
         if legal_roots is None:
             legal_roots = legal
         if not legal.any(axis=1).all():
             raise AssertionError("an unfinished position without a legal action")
         parent, action = np.nonzero(legal)
-        children, terminal, margin, reward = _padded(
+        children, terminal, margin, reward = _chunked(
             _children, jax.tree.map(lambda x: x[parent], frontier), action.astype(np.int32))
         if not np.array_equal(np.sign(margin[terminal]), reward[terminal]):
             raise AssertionError("the engine's rewards disagree with its scores")

@@ -70,12 +70,15 @@ def _compiled_play(agent_a: Agent, agent_b: Agent, num_games: int):
     return jax.jit(functools.partial(play_recorded, agent_a, agent_b, num_games))
 
 
+_solvable_batch = jax.jit(jax.vmap(is_solvable))
+
+
 def solvable_positions(history: game.State) -> game.State:
     """The solvable states of a ``[T, G]`` history (``play_recorded``), on the host,
     flattened to ``[N]`` (turn-major)."""
     history = jax.device_get(history)
     flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), history)
-    keep = np.asarray(jax.vmap(is_solvable)(flat))
+    keep = np.asarray(_solvable_batch(flat))
     return jax.tree.map(lambda x: np.asarray(x)[keep], flat)
 
 

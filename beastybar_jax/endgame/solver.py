@@ -73,8 +73,10 @@ class SolverConfig:
     Attributes:
       mode: what to compute exactly, one of ``MODES``.
       num_lanes: searches run side by side (at most one per position and action).
-        Each loop iteration steps every lane once; more lanes mean fewer, wider
-        iterations. A few thousand suit a CPU, tens of thousands a GPU.
+        Each loop iteration steps every lane once, and the loop runs at least as
+        long as the largest single search (a few thousand nodes for the biggest
+        endgames), so more lanes only pay when there is work for all of them.
+        0 (default): ``clip(N // 8, 64, 4096)`` for a batch of ``N`` positions.
       pops_per_step: finished nodes a lane may close per iteration before expanding.
       use_bounds: prune with the margin bounds (module docstring); off only to
         measure what they save.
@@ -86,7 +88,7 @@ class SolverConfig:
     """
 
     mode: str = "results"
-    num_lanes: int = 2048
+    num_lanes: int = 0
     pops_per_step: int = 2
     use_bounds: bool = True
     max_iterations: int = 0
@@ -95,9 +97,9 @@ class SolverConfig:
     def __post_init__(self):
         if self.mode not in MODES:
             raise SolverConfigError(f"solver mode must be one of {', '.join(MODES)}; got {self.mode!r}")
-        if self.num_lanes < 1 or self.pops_per_step < 1 or self.max_iterations < 0:
+        if self.num_lanes < 0 or self.pops_per_step < 1 or self.max_iterations < 0:
             raise SolverConfigError(
-                "num_lanes and pops_per_step must be positive and max_iterations >= 0; got "
+                "pops_per_step must be positive, num_lanes and max_iterations >= 0; got "
                 f"{self.num_lanes}, {self.pops_per_step}, {self.max_iterations}")
 
 
@@ -247,9 +249,10 @@ def unpack(words: jax.Array) -> game.State:
 
 # ----------------------------------------------------------------------------- search
 
-# Search order: bit i of an untried-moves mask stands for action ORDER[i].
-ORDER = np.arange(NUM_ACTIONS, dtype=np.int32)
-TASK_ORDER = "rounds"
+# Search order: bit i of an untried-moves mask stands for action ORDER[i]. Strongest
+# animals first (action ids run from the skunk to the lion): in measured endgames
+# this visits ~10% fewer nodes than the opposite order.
+ORDER = np.arange(NUM_ACTIONS, dtype=np.int32)[::-1].copy()
 _BIT_WEIGHTS = (1 << np.arange(NUM_ACTIONS, dtype=np.int64)).astype(np.int32)
 
 
@@ -293,32 +296,37 @@ def _lowest_bit(bits):
     return jax.lax.population_count((bits & -bits) - 1)
 
 
-def _root_window(mode: str, best):
+MODE_IDS = {name: i for i, name in enumerate(MODES)}
+
+
+def _root_window(mode, best):
     """``(floor, cap)``: the root-side values an action's search must tell apart,
-    given the best exact value among its siblings so far (``-INF`` before the
-    first). A value at or below the floor, or at or above the cap, comes back as
-    a bound."""
-    if mode == "results":
-        return jnp.full_like(best, -1), jnp.full_like(best, 1)
-    cap = jnp.full_like(best, INF)
-    if mode == "best":
-        return best, cap
-    return jnp.full_like(best, -INF), cap
+    given the mode (an id of ``MODE_IDS``, possibly traced) and the best exact value
+    among the action's siblings so far (``-INF`` before the first). A value at or
+    below the floor, or at or above the cap, comes back as a bound."""
+    results, best_mode = mode == MODE_IDS["results"], mode == MODE_IDS["best"]
+    floor = jnp.where(results, -1, jnp.where(best_mode, best, -INF))
+    cap = jnp.where(results, 1, INF)
+    return floor.astype(jnp.int32), jnp.broadcast_to(cap, floor.shape).astype(jnp.int32)
 
 
-def _task_queue(states, root_legal, solvable):
+def _task_queue(states, root_legal, solvable, by_rounds):
     """``(tasks int32[N * A], num_tasks)``: one task per solvable position and legal
-    action, as ``position * A + order index``. Round robin over the positions (every
-    position's first action in search order, then every second one, ...), so each
-    position's later actions start with its earlier ones' values known (a narrower
-    window); within a round the positions with the most cards and moves come first,
-    so the biggest searches do not start last."""
+    action, as ``position * A + order index``, biggest positions (most cards, then
+    most moves) first so that the largest searches do not start last.
+
+    ``by_rounds``: round robin over the positions instead (every position's first
+    action in search order, then every second one, ...), so a position's later
+    actions start with its earlier ones' values known: a narrower window in mode
+    best, at the price of a longer tail."""
     num_positions = root_legal.shape[0]
     legal = root_legal[:, ORDER]  # [N, A] in search order
     rank = jnp.cumsum(legal, axis=1) - 1
     size = 32 * jax.vmap(positions_plies_bound)(states) + jnp.sum(legal, axis=1)
     position_rank = jnp.argsort(jnp.argsort(-jnp.where(solvable, size, -1), stable=True), stable=True)
-    key = jnp.where(legal, (rank * num_positions + position_rank[:, None]) if TASK_ORDER == "rounds" else (position_rank[:, None] * NUM_ACTIONS + rank), NUM_ACTIONS * num_positions)
+    key = jnp.where(by_rounds, rank * num_positions + position_rank[:, None],
+                    position_rank[:, None] * NUM_ACTIONS + rank)
+    key = jnp.where(legal, key, NUM_ACTIONS * num_positions)
     return jnp.argsort(key.reshape(-1), stable=True).astype(jnp.int32), jnp.sum(legal)
 
 
@@ -382,10 +390,16 @@ def _keep(tree, one, lanes_axis=-1):
     return jax.tree.map(keep, tree)
 
 
-def search(states: game.State, config: SolverConfig = SolverConfig()) -> tuple[Solution, jax.Array]:
-    """``solve``, and the number of loop iterations it took (``int32[]``)."""
+def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
+           max_iterations=None) -> tuple[Solution, jax.Array]:
+    """``solve``, and the number of loop iterations it took (``int32[]``).
+
+    ``mode`` (an id of ``MODE_IDS``) and ``max_iterations`` override the config's;
+    they may be traced, so one compiled function serves every mode and limit (the
+    tests use that)."""
     num_positions = states.current_player.shape[0]
-    num_lanes = min(config.num_lanes, num_positions * NUM_ACTIONS)
+    num_lanes = config.num_lanes or int(np.clip(num_positions // 8, 64, 4096))
+    num_lanes = min(num_lanes, num_positions * NUM_ACTIONS)
     depth_ids = jnp.arange(STACK_DEPTH)[:, None]  # [D, 1]
     bit_ids = jnp.arange(NUM_ACTIONS)[:, None]  # [A, 1]
     order = jnp.asarray(ORDER)
@@ -395,7 +409,8 @@ def search(states: game.State, config: SolverConfig = SolverConfig()) -> tuple[S
     solvable = jax.vmap(is_solvable)(states)
     root_legal = jax.vmap(game.legal_action_mask)(states) & solvable[:, None]
     roots = jax.vmap(pack)(states)  # [N, W]
-    tasks, num_tasks = _task_queue(states, root_legal, solvable)
+    mode = MODE_IDS[config.mode] if mode is None else mode
+    tasks, num_tasks = _task_queue(states, root_legal, solvable, by_rounds=mode == MODE_IDS["best"])
     one = jnp.where(num_tasks >= 0, 1, 2).astype(jnp.int32)  # 1, but not a compile-time constant (``_keep``)
 
     def lanes_zeros(*shape):
@@ -444,7 +459,7 @@ def search(states: game.State, config: SolverConfig = SolverConfig()) -> tuple[S
     def window_now(c):
         """Each lane's root window from its position's best exact value so far."""
         best = c["position_best"][jnp.clip(c["position"], 0, num_positions - 1)]
-        return _root_window(config.mode, best)
+        return _root_window(mode, best)
 
     def close_nodes(c):
         """Lanes whose top node is done (no untried move, or a cutoff) pass its value
@@ -541,11 +556,10 @@ def search(states: game.State, config: SolverConfig = SolverConfig()) -> tuple[S
         c = expand(c)
         return dict(c, iterations=c["iterations"] + 1)
 
+    limit = config.max_iterations if max_iterations is None else max_iterations
+
     def running(c):
-        going = jnp.any(c["position"] < none)
-        if config.max_iterations:
-            going = going & (c["iterations"] < config.max_iterations)
-        return going
+        return jnp.any(c["position"] < none) & ((limit <= 0) | (c["iterations"] < limit))
 
     carry = take_tasks(carry, jnp.ones((num_lanes,), bool))
     carry = jax.lax.while_loop(running, body, carry)
@@ -556,9 +570,11 @@ def search(states: game.State, config: SolverConfig = SolverConfig()) -> tuple[S
     # Non-exact values are bounds on the right side: at most the floor (which is
     # below 0 or at most an exact sibling's value), or at least the cap (1).
     floor_below_zero = action_margin < 0
-    known = action_exact | floor_below_zero | (action_margin > 0 if config.mode == "results" else False)
+    known = action_exact | floor_below_zero | ((action_margin > 0) & (mode == MODE_IDS["results"]))
     margin = jnp.max(jnp.where(legal, action_margin, -INF), axis=1)
-    best_is_exact = jnp.any(legal & action_exact & (action_margin == margin[:, None]), axis=1)
+    lower_bounds = legal & ~action_exact & (action_margin > 0) & (mode == MODE_IDS["results"])
+    best_is_exact = (jnp.any(legal & action_exact & (action_margin == margin[:, None]), axis=1)
+                     & ~jnp.any(lower_bounds, axis=1))
     solution = Solution(
         solved=solved,
         result=jnp.where(solved, jnp.sign(margin), 0),
@@ -585,3 +601,37 @@ def solve(states: game.State, config: SolverConfig = SolverConfig()) -> Solution
     one-hot selects, which vectorize on CPU where per-lane scatters would not.
     """
     return search(states, config)[0]
+
+
+# ----------------------------------------------------------------------------- one position at a time
+
+
+@functools.lru_cache(maxsize=None)
+def batched_solver(config: SolverConfig = SolverConfig()):
+    """``solve`` with ``config`` as a function of a batch ``[N]``, whose ``jax.vmap``
+    (any number of times) is ``solve`` on all the states at once, flattened, through
+    ``jax.custom_batching.custom_vmap``: one shared work queue instead of a vmapped
+    while loop that would run every position as long as the longest."""
+
+    @jax.custom_batching.custom_vmap
+    def solve_batch(states):
+        return solve(states, config)
+
+    @solve_batch.def_vmap
+    def _vmap_rule(axis_size, in_batched, states):
+        (batched,) = in_batched  # one flag per leaf of the one argument
+        states = jax.tree.map(lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + x.shape), states, batched)
+        flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), states)
+        solution = solve_batch(flat)
+        solution = jax.tree.map(lambda x: x.reshape((axis_size, -1) + x.shape[1:]), solution)
+        return solution, jax.tree.map(lambda _: True, solution)
+
+    return solve_batch
+
+
+def solve_position(state: game.State, config: SolverConfig = SolverConfig()) -> Solution:
+    """``solve`` of ONE state (fields without the batch axis). Under ``jax.vmap`` the
+    positions of the batch are solved together (``batched_solver``), so agents,
+    which act on one state and are vmapped over games, can call it."""
+    solution = batched_solver(config)(jax.tree.map(lambda x: x[None], state))
+    return jax.tree.map(lambda x: x[0], solution)
