@@ -258,3 +258,49 @@ def test_solver_agent_specs():
     for bad in ("solver", "solver+", "solverx+random", "solver+nonsense"):
         with pytest.raises(AgentSpecError):
             make_agent(bad)
+
+
+# ----------------------------------------------------------------------------- the yardstick
+
+
+@pytest.fixture(scope="module")
+def suite():
+    from beastybar_jax.endgame.suite import load_suite
+
+    return load_suite()
+
+
+def test_the_suite_holds_ten_thousand_real_decisions_from_varied_games(suite):
+    n = len(suite)
+    assert n >= 10_000
+    assert len(suite.sources) >= 7 and set(np.unique(suite.source)) == set(range(len(suite.sources)))
+    assert np.asarray(is_solvable_batch(suite.states)).all()
+    np.testing.assert_array_equal(np.asarray(legal_batch(suite.states)), suite.legal)
+    margins = np.where(suite.legal, suite.action_margin, suite.margin[:, None])
+    assert (suite.legal.sum(axis=1) >= 2).all() and (margins != suite.margin[:, None]).any(axis=1).all()
+    assert {-1, 0, 1} <= set(np.unique(suite.result))
+    assert (cards_left(suite.states) == 9).any()  # some before the last draw
+
+
+def test_the_suite_margins_are_exact(suite, endgames, solve):
+    size = endgames.turn.shape[0]
+    sample = suite.subset(np.linspace(0, len(suite) - 1, size).astype(int))
+    solution = solve(sample.states, "margins")
+    np.testing.assert_array_equal(solution.legal, sample.legal)
+    np.testing.assert_array_equal(np.where(sample.legal, solution.action_margin, 0), sample.action_margin)
+
+
+def test_endgame_scores(suite):
+    from beastybar_jax.endgame.suite import evaluate_agent, score_moves
+
+    best = np.argmax(np.where(suite.legal, suite.action_margin, -100), axis=1)
+    perfect = score_moves(suite, best, "perfect")
+    assert (perfect.keeps_result, perfect.best_margin, perfect.margin_lost, perfect.illegal) == (1.0, 1.0, 0.0, 0)
+    worst = score_moves(suite, np.argmin(np.where(suite.legal, suite.action_margin, 100), axis=1), "worst")
+    assert worst.best_margin == 0.0 and worst.margin_lost > 1.0
+    assert worst.throws_win + worst.throws_draw == pytest.approx(1.0 - worst.keeps_result)
+    assert score_moves(suite, np.full(len(suite), -1)).illegal == len(suite)
+    sample = suite.subset(np.arange(0, len(suite), len(suite) // 300))
+    random = evaluate_agent(make_agent("random"), sample, jax.random.key(0), chunk=512)
+    assert random.positions == len(sample) and random.illegal == 0
+    assert 0.2 < random.keeps_result < 0.95 and random.margin_lost > 0

@@ -66,11 +66,13 @@ def play_recorded(agent_a: Agent, agent_b: Agent, num_games: int, key: jax.Array
 
 
 @functools.lru_cache(maxsize=32)
-def _compiled_play(agent_a: Agent, agent_b: Agent, num_games: int):
+def compiled_play(agent_a: Agent, agent_b: Agent, num_games: int):
+    """``play_recorded`` jitted, as ``play(key) -> history``."""
     return jax.jit(functools.partial(play_recorded, agent_a, agent_b, num_games))
 
 
-_solvable_batch = jax.jit(jax.vmap(is_solvable))
+solvable_mask = jax.jit(jax.vmap(is_solvable))
+solvable_mask.__doc__ = "``bool[N]`` ``is_solvable`` of a batch of states."
 
 
 def solvable_positions(history: game.State) -> game.State:
@@ -78,10 +80,10 @@ def solvable_positions(history: game.State) -> game.State:
     flattened to ``[N]`` (turn-major)."""
     history = jax.device_get(history)
     flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), history)
-    keep = np.asarray(_solvable_batch(flat))
+    keep = np.asarray(solvable_mask(flat))
     return jax.tree.map(lambda x: np.asarray(x)[keep], flat)
 
 
 def endgames_from_games(agent_a: Agent, agent_b: Agent, num_games: int, key: jax.Array) -> game.State:
     """All solvable positions of ``num_games`` games between two agents (host arrays ``[N]``)."""
-    return solvable_positions(_compiled_play(agent_a, agent_b, int(num_games))(key))
+    return solvable_positions(compiled_play(agent_a, agent_b, int(num_games))(key))

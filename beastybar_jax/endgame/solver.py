@@ -373,6 +373,12 @@ def _evaluate_words(words):
     return finished, now, now - theirs, now + mine
 
 
+def lanes_for(config: SolverConfig, num_positions: int) -> int:
+    """The number of lanes ``search`` runs for a batch of ``num_positions``."""
+    lanes = config.num_lanes or int(np.clip(num_positions // 8, 64, 4096))
+    return min(lanes, num_positions * NUM_ACTIONS)
+
+
 def _keep(tree, one, lanes_axis=-1):
     """``tree`` (integer / bool arrays, lanes on ``lanes_axis``) unchanged, computed once.
 
@@ -398,8 +404,7 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
     they may be traced, so one compiled function serves every mode and limit (the
     tests use that)."""
     num_positions = states.current_player.shape[0]
-    num_lanes = config.num_lanes or int(np.clip(num_positions // 8, 64, 4096))
-    num_lanes = min(num_lanes, num_positions * NUM_ACTIONS)
+    num_lanes = lanes_for(config, num_positions)
     depth_ids = jnp.arange(STACK_DEPTH)[:, None]  # [D, 1]
     bit_ids = jnp.arange(NUM_ACTIONS)[:, None]  # [A, 1]
     order = jnp.asarray(ORDER)
