@@ -119,6 +119,7 @@ TINY_RUN = {
     "selfplay": ["--batch-sizes", "4", "--simulations", "2", "--moves", "2", "--repeats", "1",
                  "--set", "network.width=16", "--set", "network.depth=1", "--set", "buffer_size=128",
                  "--set", "min_buffer_size=8", "--set", "batch_size=8", "--set", "num_games=4"],
+    "endgames": ["--positions", "64", "--source", "suite", "--modes", "results", "--lanes", "0", "--repeats", "1"],
 }
 
 
