@@ -44,8 +44,9 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.game import BEASTYBAR, Game
-from beastybar_jax.metrics import format_rate
+from beastybar_jax.game import BEASTYBAR
+from beastybar_jax.games import Game
+from beastybar_jax.training.metrics import format_rate
 
 VARIANTS = ("step", "step+mask+obs")
 DEFAULT_BATCH_SIZES = tuple(4**k for k in range(11))  # 1 .. 2^20
@@ -306,19 +307,20 @@ def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves
     """Compile and time one training iteration (self-play of ``num_moves`` moves in
     ``batch_size`` games with ``num_simulations`` simulations per move, replay insert
     and ``num_updates`` SGD steps) with ``base_config``'s network and search."""
-    from beastybar_jax import train
-    from beastybar_jax.config import get_game
+    from beastybar_jax.games import get_game
+    from beastybar_jax.training import make_trainer
 
     max_game_length = get_game(base_config.game).max_game_length
-    config = base_config.replace(
-        num_games=batch_size,
+    az = base_config.alphazero
+    config = base_config.replace(num_games=batch_size, alphazero=dataclasses.replace(
+        az,
         moves_per_iteration=num_moves,
         updates_per_iteration=num_updates,
-        buffer_size=max(base_config.batch_size, batch_size * max_game_length * 2),
+        buffer_size=max(az.batch_size, batch_size * max_game_length * 2),
         min_buffer_size=1,  # learn from the first finished games, so timed iterations include the updates
-        search=dataclasses.replace(base_config.search, num_simulations=num_simulations),
-    )
-    trainer = train.make_trainer(config)
+        search=dataclasses.replace(az.search, num_simulations=num_simulations),
+    ))
+    trainer = make_trainer(config)
     state = jax.block_until_ready(trainer.init(jax.random.key(0)))
     start = time.perf_counter()
     compiled = trainer.iteration.lower(state, jax.random.key(1)).compile()
@@ -339,12 +341,13 @@ def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves
         if seconds < best:
             best, games, trained = seconds, float(metrics["games_finished"]), float(metrics["trained"])
     moves = batch_size * num_moves
-    simulations = moves * num_simulations * config.search.num_determinizations
+    search = config.alphazero.search
+    simulations = moves * num_simulations * search.num_determinizations
     return dict(
         batch_size=batch_size, num_simulations=num_simulations, num_moves=num_moves,
-        num_updates=num_updates if trained else 0, minibatch=config.batch_size,
+        num_updates=num_updates if trained else 0, minibatch=config.alphazero.batch_size,
         network=f"{config.network.torso} {config.network.width}x{config.network.depth} {config.network.dtype}",
-        search=config.search.algorithm, num_determinizations=config.search.num_determinizations,
+        search=search.algorithm, num_determinizations=search.num_determinizations,
         iteration_seconds=best, simulations_per_second=simulations / best, moves_per_second=moves / best,
         games_per_minute=games / best * 60.0, compile_seconds=compile_s,
     )
@@ -371,7 +374,7 @@ def run_selfplay(args: argparse.Namespace) -> int:
     rows = []
     for batch in args.batch_sizes:
         for sims in args.simulations:
-            updates = base.updates_per_iteration if args.updates < 0 else args.updates
+            updates = base.alphazero.updates_per_iteration if args.updates < 0 else args.updates
             row = unless_out_of_memory(f"batch {batch} sims {sims}", lambda: bench_selfplay(
                 base, batch, sims, args.moves, updates, args.repeats))
             if row is None:

@@ -187,8 +187,8 @@ def test_registry_checkpoint_specs(monkeypatch, network_and_params):
     """``checkpoint:<path>`` and ``@sims=`` build network agents from ``load_agent``."""
     import dataclasses
 
-    from beastybar_jax import checkpoint
     from beastybar_jax.config import TrainConfig
+    from beastybar_jax.training import checkpoint
 
     network, params = network_and_params
     loaded = []

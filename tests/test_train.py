@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import tiny_training
-from beastybar_jax import train
-from beastybar_jax.checkpoint import CheckpointError, load_agent
-from beastybar_jax.metrics import read_jsonl
+from beastybar_jax import training
+from beastybar_jax.alphazero.loss import loss_fn
+from beastybar_jax.training import CheckpointError, Checkpointer, TrainLoop, load_agent, read_jsonl
 
 REPO_ROOT = tiny_training.REPO_ROOT
 CLI = REPO_ROOT / "experiments" / "train.py"
@@ -33,8 +33,8 @@ def _buffer_loss(params, run):
     state, config = run["state"], run["config"]
     size = int(state.replay.size)
     batch = jax.tree.map(lambda x: jnp.asarray(x[:size]), state.replay.records)
-    loss, metrics = jax.jit(train.loss_fn, static_argnums=(1, 3))(params, tiny_training.trainer().network,
-                                                                   batch, config)
+    loss, metrics = jax.jit(loss_fn, static_argnums=(1, 3, 4))(params, tiny_training.trainer().network, batch,
+                                                                config.alphazero, config.network.aux_score_head)
     return {k: float(v) for k, v in metrics.items()}
 
 
@@ -44,7 +44,7 @@ def test_training_lowers_the_loss_on_its_replay_data(full_run):
     trained = [m for m in metrics if m["trained"] == 1.0]
     assert len(trained) >= 3, "the tiny run should train on several iterations"
     assert all(np.isfinite(m["loss"]) and m["grad_norm"] > 0 for m in trained)
-    assert int(full_run["state"].num_updates) == len(trained) * full_run["config"].updates_per_iteration
+    assert int(full_run["state"].num_updates) == len(trained) * full_run["config"].alphazero.updates_per_iteration
     before = _buffer_loss(full_run["initial_params"], full_run)
     after = _buffer_loss(full_run["state"].params, full_run)
     assert after["loss"] < before["loss"] - 0.05, (before, after)
@@ -69,16 +69,16 @@ def test_interrupt_then_resume_equals_one_uninterrupted_run(full_run, tmp_path):
         if iteration == half:
             raise KeyboardInterrupt
 
-    loop = train.TrainLoop(config, trainer=tiny_training.trainer(), console=False, hooks=[ctrl_c])
+    loop = TrainLoop(config, trainer=tiny_training.trainer(), console=False, hooks=[ctrl_c])
     with pytest.raises(KeyboardInterrupt):
         loop.run()
     loop.close()
-    assert train.Checkpointer(tmp_path / "resumed").latest_step() == half
+    assert Checkpointer(tmp_path / "resumed").latest_step() == half
 
     with pytest.raises(CheckpointError, match="--resume"):  # refuses to overwrite a run
-        train.TrainLoop(config, trainer=tiny_training.trainer(), console=False)
+        TrainLoop(config, trainer=tiny_training.trainer(), console=False)
 
-    loop = train.TrainLoop(config, resume=True, trainer=tiny_training.trainer(), console=False)
+    loop = TrainLoop(config, resume=True, trainer=tiny_training.trainer(), console=False)
     assert loop.start_iteration == half
     state = jax.device_get(loop.run())
     loop.close()
@@ -157,9 +157,9 @@ def test_cli_rejects_bad_configs_before_compiling(tmp_path, capsys):
     finally:
         sys.path.remove(str(CLI.parent))
     assert cli.__file__ == str(CLI)
-    code = cli.main(["--config", str(tiny_training.TINY), "--set", "search.num_simulations=0"])
-    assert code == 2 and "search.num_simulations" in capsys.readouterr().err
-    code = cli.main(["--config", str(tiny_training.TINY), "--set", "min_buffer_size=4096"])
-    assert code == 2 and "min_buffer_size" in capsys.readouterr().err
+    code = cli.main(["--config", str(tiny_training.TINY), "--set", "alphazero.search.num_simulations=0"])
+    assert code == 2 and "alphazero.search.num_simulations" in capsys.readouterr().err
+    code = cli.main(["--config", str(tiny_training.TINY), "--set", "alphazero.min_buffer_size=4096"])
+    assert code == 2 and "alphazero.min_buffer_size" in capsys.readouterr().err
     code = cli.main(["--config", str(tmp_path / "nope.yaml")])
     assert code == 2 and "does not exist" in capsys.readouterr().err

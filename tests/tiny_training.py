@@ -14,9 +14,9 @@ import tempfile
 
 import jax
 
-from beastybar_jax import train
+from beastybar_jax import training
 from beastybar_jax.config import TrainConfig, load_config
-from beastybar_jax.metrics import read_jsonl
+from beastybar_jax.training.metrics import read_jsonl
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 TINY = REPO_ROOT / "configs" / "tiny.yaml"
@@ -30,9 +30,9 @@ def tiny_config(run_dir, *overrides: str) -> TrainConfig:
 
 
 @functools.lru_cache(maxsize=None)
-def trainer() -> train.Trainer:
+def trainer() -> training.Trainer:
     """The tiny config's compiled trainer (its run_dir is irrelevant to the computation)."""
-    return train.make_trainer(tiny_config("unused"), compiler_options=FAST_COMPILE)
+    return training.make_trainer(tiny_config("unused"), compiler_options=FAST_COMPILE)
 
 
 @functools.lru_cache(maxsize=None)
@@ -41,7 +41,7 @@ def full_run() -> dict:
     run_dir = pathlib.Path(tempfile.mkdtemp(prefix="tiny_full_"))
     atexit.register(shutil.rmtree, run_dir, ignore_errors=True)
     config = tiny_config(run_dir)
-    loop = train.TrainLoop(config, trainer=trainer(), console=False)
+    loop = training.TrainLoop(config, trainer=trainer(), console=False)
     initial_params = jax.device_get(loop.state.params)
     state = jax.device_get(loop.run())
     loop.close()
