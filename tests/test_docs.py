@@ -117,8 +117,8 @@ SELFPLAY_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py selfplay" in c[1]]
 TINY_RUN = {
     "env": ["--batch-sizes", "4", "--steps", "2", "--repeats", "1", "--variant", "step"],
     "selfplay": ["--batch-sizes", "4", "--simulations", "2", "--moves", "2", "--repeats", "1",
-                 "--set", "network.width=16", "--set", "network.depth=1", "--set", "buffer_size=128",
-                 "--set", "min_buffer_size=8", "--set", "batch_size=8", "--set", "num_games=4"],
+                 "--set", "network.width=16", "--set", "network.depth=1", "--set", "alphazero.buffer_size=128",
+                 "--set", "alphazero.min_buffer_size=8", "--set", "alphazero.batch_size=8", "--set", "num_games=4"],
 }
 
 
