@@ -5,6 +5,7 @@ Specs::
     random                                 any game
     greedy | heuristic | aggressive | defensive | outcome_heuristic
                                            Beasty Bar only (the reference's baselines)
+    minimax                                tic-tac-toe only (perfect play)
     mcts-<N>[@worlds=<K>][@algo=gumbel|puct][@playouts=<P>]
                                            any game
     checkpoint:<path>                      trained network, policy argmax
@@ -36,7 +37,14 @@ _SIMPLE = {
     "aggressive": ("beastybar", lambda game: heuristic_agent("aggressive")),
     "defensive": ("beastybar", lambda game: heuristic_agent("defensive")),
     "outcome_heuristic": ("beastybar", lambda game: outcome_heuristic_agent()),
+    "minimax": ("tictactoe", lambda game: _minimax_agent()),
 }
+
+
+def _minimax_agent() -> Agent:
+    from beastybar_jax.tictactoe.minimax import minimax_agent  # loads tic-tac-toe only when asked for
+
+    return minimax_agent()
 _GENERIC = ("mcts-<N>", "checkpoint:<path>", "checkpoint:<path>@sims=<N>")
 AGENT_NAMES = (*_SIMPLE, *_GENERIC)
 
