@@ -51,8 +51,16 @@ class Game(NamedTuple):
     action_names: tuple = ()
     # render_state(state, viewer or None) -> str; viewer hides what that player cannot see.
     render_state: Optional[Callable[..., str]] = None
-    # render_action(action, state before it or None) -> str.
+    # render_action(action, state before it or None, viewer or None) -> str.
     render_action: Optional[Callable[..., str]] = None
+    # describe_move(state before, state after, action, viewer) -> str: what the move did,
+    # told from viewer's side (play.py). None: play.py shows the table after the move.
+    describe_move: Optional[Callable[..., str]] = None
+    # points(state) -> int[num_players]: the players' points, for games that count points
+    # (play.py's final score line). None: only the result is told.
+    points: Optional[Callable[[Any], Any]] = None
+    # The network's auxiliary head predicts score_margin / score_margin_scale (keep it near [-1, 1]).
+    score_margin_scale: float = 1.0
 
 
 # name -> (module, attribute); imported on first use, so this module imports no game.

@@ -2,6 +2,7 @@
 
     python experiments/evaluate.py --agent checkpoint:runs/x --opponents random,heuristic,outcome_heuristic --games 1000
     python experiments/evaluate.py --round-robin random,greedy,heuristic,mcts-64 --games 400 --json rr.json
+    python experiments/evaluate.py --game tictactoe --agent checkpoint:runs/tictactoe --opponents minimax,random
 
 Agents are registry specs (``beastybar_jax.agents.make_agent``). ``--games`` is the
 number of games per pairing; the duplicate format plays every deal twice with
@@ -26,8 +27,12 @@ import time
 
 import jax
 
-from beastybar_jax.agents import AGENT_NAMES, make_agent
+from beastybar_jax.agents import agent_names, default_opponent, make_agent
 from beastybar_jax.arena import MatchResult, elo_table, play_match
+from beastybar_jax.games import GAME_NAMES, get_game
+
+
+DEFAULT_OPPONENTS = {"beastybar": "random,heuristic,outcome_heuristic"}
 
 
 def _specs(text: str, flag: str) -> list[str]:
@@ -40,11 +45,14 @@ def _specs(text: str, flag: str) -> list[str]:
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        epilog="agents: " + ", ".join(AGENT_NAMES),
+        epilog="agents (Beasty Bar): " + ", ".join(agent_names("beastybar")) + "; tic-tac-toe: "
+               + ", ".join(agent_names("tictactoe")),
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--game", default="beastybar", choices=GAME_NAMES, help="the game (default: %(default)s)")
     parser.add_argument("--agent", help="the agent to measure (a registry spec)")
-    parser.add_argument("--opponents", default="random,heuristic,outcome_heuristic",
-                        help="comma-separated registry specs (default: %(default)s)")
+    parser.add_argument("--opponents", default=None,
+                        help="comma-separated registry specs (default: random,heuristic,outcome_heuristic for "
+                             "Beasty Bar; random and the game's strongest baseline otherwise)")
     parser.add_argument("--round-robin", metavar="A,B,C",
                         help="instead of --agent/--opponents: every pair of these agents meets")
     parser.add_argument("--games", type=int, default=1000,
@@ -107,17 +115,19 @@ def run(args: argparse.Namespace, log=print) -> dict:
     if games != args.games:
         log(f"note: --games {args.games} rounded up to {games}: each deal is played twice with seats swapped")
     num_deals = games // 2
+    game = get_game(args.game)
     if args.round_robin is not None:
         names = _specs(args.round_robin, "--round-robin")
         if len(set(names)) != len(names):
             raise ValueError(f"--round-robin names an agent twice: {names}")
         if len(names) < 2:
             raise ValueError("--round-robin needs at least two agents")
-        agents = [make_agent(n) for n in names]
+        agents = [make_agent(n, game=game) for n in names]
         pairs = [(agents[i], agents[j]) for i in range(len(agents)) for j in range(i + 1, len(agents))]
     else:
-        agent = make_agent(args.agent)
-        opponents = [make_agent(n) for n in _specs(args.opponents, "--opponents")]
+        agent = make_agent(args.agent, game=game)
+        opponents_text = args.opponents or DEFAULT_OPPONENTS.get(game.name, f"random,{default_opponent(game)}")
+        opponents = [make_agent(n, game=game) for n in _specs(opponents_text, "--opponents")]
         pairs = [(agent, o) for o in opponents]
 
     key = jax.random.key(args.seed)
@@ -125,13 +135,14 @@ def run(args: argparse.Namespace, log=print) -> dict:
     for index, (a, b) in enumerate(pairs):
         log(f"[{index + 1}/{len(pairs)}] {a.name} vs {b.name}: {games} games ...")
         start = time.perf_counter()
-        results.append(play_match(a, b, num_deals, jax.random.fold_in(key, index)))
+        results.append(play_match(a, b, num_deals, jax.random.fold_in(key, index), game=game))
         timings.append(time.perf_counter() - start)
     rows = elo_table(results)
     return {
         "date": datetime.date.today().isoformat(),
         "machine": f"{platform.machine()} {platform.system()}, jax devices: "
                    + ", ".join(str(d.device_kind) for d in jax.devices()),
+        "game": game.name,
         "seed": args.seed,
         "games_per_pairing": games,
         "format": "duplicate: each deal played twice with seats swapped",

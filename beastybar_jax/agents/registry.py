@@ -49,6 +49,14 @@ _GENERIC = ("mcts-<N>", "checkpoint:<path>", "checkpoint:<path>@sims=<N>")
 AGENT_NAMES = (*_SIMPLE, *_GENERIC)
 
 
+_DEFAULT_OPPONENT = {"beastybar": "heuristic", "tictactoe": "minimax"}
+
+
+def default_opponent(game: Game | str = "beastybar") -> str:
+    """The registry name of the game's strongest baseline (``random`` if it has none)."""
+    return _DEFAULT_OPPONENT.get(game if isinstance(game, str) else game.name, "random")
+
+
 def agent_names(game: Game | str = "beastybar") -> tuple[str, ...]:
     """The registry names that play ``game``."""
     name = game if isinstance(game, str) else game.name

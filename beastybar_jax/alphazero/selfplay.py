@@ -26,8 +26,6 @@ from beastybar_jax import search as search_lib
 from beastybar_jax.games import Game
 from beastybar_jax.alphazero.replay import Records, ReplayBuffer
 
-SCORE_MARGIN_SCALE = 10.0  # the aux target is the final bar-point margin / 10
-
 
 @chex.dataclass(frozen=True)
 class SelfPlayState:
@@ -101,12 +99,13 @@ def select_action(output: search_lib.SearchOutput, legal_mask: jax.Array, temper
 
 def label_trajectory(game: Game, trajectory: Records, final_games) -> Records:
     """Fill ``value`` and ``score_margin`` of ``[B, T]`` records from the final states ``[B]``:
-    the outcome and final margin / 10 for each record's own player."""
+    the outcome and the final ``score_margin / game.score_margin_scale`` for each record's
+    own player."""
     players = jnp.arange(game.num_players)
     margins = jax.vmap(lambda s: jax.vmap(lambda p: game.score_margin(s, p))(players))(final_games)  # [B, P]
     record_player = trajectory.player.astype(jnp.int32)  # [B, T]
     value = jnp.take_along_axis(final_games.rewards.astype(jnp.float32), record_player, axis=1)
-    margin = jnp.take_along_axis(margins.astype(jnp.float32), record_player, axis=1) / SCORE_MARGIN_SCALE
+    margin = jnp.take_along_axis(margins.astype(jnp.float32), record_player, axis=1) / game.score_margin_scale
     return trajectory.replace(value=value, score_margin=margin)
 
 

@@ -33,4 +33,7 @@ BEASTYBAR = Game(
     action_names=actions.ACTION_NAMES,
     render_state=render.render_state,
     render_action=render.render_action,
+    describe_move=render.describe_move,
+    points=lambda s: s.scores,
+    score_margin_scale=10.0,  # bar points: margins of a few points to ~20
 )

@@ -59,8 +59,9 @@ def render_state(state, viewer: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def render_action(action: int, state=None) -> str:
-    """The cell's name (``"b2"``); with the state before the move, the mark too (``"X b2"``)."""
+def render_action(action: int, state=None, viewer: int | None = None) -> str:
+    """The cell's name (``"b2"``); with the state before the move, the mark too (``"X b2"``).
+    ``viewer`` changes nothing: nothing is hidden."""
     name = action_name(action)
     if state is None:
         return name
