@@ -17,6 +17,7 @@ float32 and snap the result to that grid, so moves the reference scores equal
 (in float64, where rounding noise is far below its 1e-6 tie tolerance) are
 bit-equal here too, and distinct scores stay at least 1/3000 apart; without the
 snap, float32 rounding (~1e-5 at these magnitudes) would decide ties.
+``tests/test_heuristic_rules.py`` checks that the unsnapped scores lie on the grid.
 
 The rules follow the reference's code as FACTS.md states it; in particular:
 - heuristic lion: +2 only if the queue's first card after the move is the
