@@ -114,6 +114,7 @@ SEARCH_SIMULATIONS = 32   # the search we look inside, the search agent of the a
 RUN_DIR = "runs/notebook" # this notebook's run; deleted and recreated when you train again
 SEED = 0
 OVERRIDES = []            # more config overrides, e.g. ["num_games=128", "network.width=128"]
+TICTACTOE_ITERATIONS = 50 # the tic-tac-toe sanity check (its config's full run: about a minute on a CPU)
 
 # %% tags=["imports"]
 import dataclasses
@@ -462,6 +463,34 @@ else:
     if bool(play_state.terminated):
         mine = float(np.asarray(play_state.rewards)[ME])
         print({1.0: "You win!", 0.0: "A draw.", -1.0: "You lose."}[mine])
+
+# %% [markdown]
+# ## Sanity check: tic-tac-toe
+#
+# Tic-tac-toe is solved, which makes it the classic first experiment on an AlphaZero
+# pipeline: the same code (search, self-play, replay, learner, arena) trains it with
+# `game: tictactoe` in the config, and the result can be compared with perfect play. After
+# its full run (`TICTACTOE_ITERATIONS = 50`, about a minute on a CPU) the raw network
+# draws every game against `minimax`, from both seats, and values the empty board near 0.
+
+# %% tags=["tictactoe"]
+ttt_config = load_config((REPO_ROOT or pathlib.Path(".")) / "configs" / "tictactoe.yaml", [
+    f"num_iterations={TICTACTOE_ITERATIONS}", f"run_dir={RUN_DIR}-tictactoe", "tensorboard=false"])
+shutil.rmtree(ttt_config.resolved_run_dir, ignore_errors=True)
+start = time.perf_counter()
+ttt_loop = TrainLoop(ttt_config, console=False)
+ttt_state = ttt_loop.run()
+ttt_loop.close()
+ttt_game = ttt_loop.trainer.game
+print(f"tic-tac-toe: {TICTACTOE_ITERATIONS} iterations in {time.perf_counter() - start:.0f} s")
+ttt_network = network_agent(ttt_loop.trainer.network, ttt_state.params, name="network", game=ttt_game)
+for opponent in ("minimax", "random"):
+    result = arena.play_match(ttt_network, make_agent(opponent, game=ttt_game), 100, jax.random.key(SEED),
+                              game=ttt_game)
+    print(f"vs {opponent}: {result.wins} wins, {result.draws} draws, {result.losses} losses of {result.games}")
+empty = ttt_game.init(jax.random.key(0))
+value = ttt_loop.trainer.network.apply(ttt_state.params, ttt_game.observe(empty, 0)[None]).value[0]
+print(f"value of the empty board for the first player: {float(value):+.2f} (a draw is 0)")
 
 # %% [markdown]
 # ## Next

@@ -19,6 +19,7 @@ import sys
 
 import pytest
 
+import tictactoe_training
 import tiny_training
 
 REPO = tiny_training.REPO_ROOT
@@ -63,6 +64,17 @@ def trained_run(tmp_path_factory):
     return str(tiny_training.full_run()["run_dir"])
 
 
+def with_trained_runs(argv: list[str], trained_run: str) -> list[str]:
+    """The documented run directories replaced by runs trained in this session:
+    ``runs/quick`` by the tiny run, ``runs/tictactoe`` by tests/tictactoe_training.py's."""
+    out = []
+    for word in argv:
+        if "runs/tictactoe" in word:
+            word = word.replace("runs/tictactoe", str(tictactoe_training.trained_run()["run_dir"]))
+        out.append(word.replace("runs/quick", trained_run))
+    return out
+
+
 def test_the_docs_show_the_main_commands():
     shown = " ".join(c for _, c in COMMANDS)
     for needed in ("experiments/train.py", "experiments/evaluate.py", "experiments/play.py",
@@ -94,7 +106,7 @@ def test_training_commands_validate(where, command, capsys):
 def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys):
     import evaluate
 
-    argv = [w.replace("runs/quick", trained_run) for w in argv_of(command, "experiments/evaluate.py")]
+    argv = with_trained_runs(argv_of(command, "experiments/evaluate.py"), trained_run)
     report = tmp_path / "results.json"
     assert evaluate.main(argv + ["--games", "4", "--plain", "--json", str(report)]) == 0
     out = capsys.readouterr().out
@@ -106,7 +118,7 @@ def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys):
 def test_play_commands_run(where, command, trained_run):
     import play
 
-    argv = [w.replace("runs/quick", trained_run) for w in argv_of(command, "experiments/play.py")]
+    argv = with_trained_runs(argv_of(command, "experiments/play.py"), trained_run)
     printed = []
     assert play.main(argv + ["--seed", "1"], input_fn=lambda prompt: "quit", print_fn=printed.append) == 0
     assert "Traceback" not in "\n".join(map(str, printed))

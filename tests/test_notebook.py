@@ -102,6 +102,7 @@ def test_quickstart_runs_top_to_bottom_with_the_tiny_config(tmp_path, monkeypatc
         "SEARCH_SIMULATIONS = 8",
         f"RUN_DIR = {str(run_dir)!r}",
         "OVERRIDES = ['tensorboard=false']",
+        "TICTACTOE_ITERATIONS = 2  # runs the section; the learning itself is tests/test_tictactoe_learning.py",
     ]))
     injected.id = "injected-parameters"
     nb.cells.insert(_parameters_cell_index(nb) + 1, injected)
@@ -131,4 +132,5 @@ def test_quickstart_runs_top_to_bottom_with_the_tiny_config(tmp_path, monkeypatc
     assert "Elo" in text_of("arena") and "network+search8" in text_of("arena")
     assert "search value" in text_of("search-view") and has_image("search-view")
     assert "You play" in text_of("your-move")
+    assert "tic-tac-toe: 2 iterations" in text_of("tictactoe") and "vs minimax:" in text_of("tictactoe")
     assert not (workdir / "runs").exists()  # everything went to RUN_DIR
