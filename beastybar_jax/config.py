@@ -90,7 +90,8 @@ class TrainConfig:
     checkpoint_every: int = 10
     keep_checkpoints: int = 3
     tensorboard: bool = True
-    distributed: bool = False  # call jax.distributed.initialize() (multi-host)
+    distributed: bool = False  # join a multi-process run (beastybar_jax.training.distributed)
+    distributed_timeout: int = 300  # seconds to wait for the coordinator / the other processes
     # periodic evaluation against fixed opponents (0 = off)
     eval_every: int = 0
     eval_opponents: tuple[str, ...] = ("random", "heuristic")
@@ -277,6 +278,7 @@ def validate(config: TrainConfig, num_devices: int | None = None) -> None:
     check(c.max_grad_norm > 0, "max_grad_norm", f"must be > 0, got {c.max_grad_norm}")
     check(c.checkpoint_every >= 0, "checkpoint_every", f"must be >= 0 (0 = only at the end), got {c.checkpoint_every}")
     check_at_least(c.keep_checkpoints, 1, "keep_checkpoints")
+    check_at_least(c.distributed_timeout, 1, "distributed_timeout")
     check(c.eval_every >= 0, "eval_every", f"must be >= 0 (0 = off), got {c.eval_every}")
     check_at_least(c.eval_games, 1, "eval_games")
     check(all(isinstance(o, str) and o for o in c.eval_opponents), "eval_opponents",

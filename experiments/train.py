@@ -28,18 +28,46 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--no-console", action="store_true", help="no progress bar / per-iteration lines")
     parser.add_argument("--dry-run", action="store_true",
                         help="load and validate the config, print it resolved, and exit without compiling")
+    group = parser.add_argument_group(
+        "several processes (see README, 'GPUs and several hosts'); default: the environment "
+        "(JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID) or a cluster JAX detects")
+    group.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address (implies distributed: true)")
+    group.add_argument("--num-processes", type=int, metavar="N", help="processes in the run")
+    group.add_argument("--process-id", type=int, metavar="I", help="this process's id, 0..N-1")
     return parser.parse_args(argv)
+
+
+def join_processes(args) -> None:
+    """Join a multi-process run when asked for (flags, or ``distributed: true`` in the
+    config), before anything touches a JAX device. Reads the YAML without validating it:
+    validation imports the game, which already uses the devices."""
+    from beastybar_jax.config import apply_overrides, move_legacy_keys, read_yaml
+    from beastybar_jax.training import distributed
+
+    raw = apply_overrides(move_legacy_keys(read_yaml(args.config), warn=False), args.overrides)
+    flags = (args.coordinator, args.num_processes, args.process_id)
+    if raw.get("distributed") is True or any(f is not None for f in flags):
+        timeout = raw.get("distributed_timeout", distributed.DEFAULT_TIMEOUT_SECONDS)
+        distributed.initialize(*flags, timeout_seconds=timeout if isinstance(timeout, int) else 300)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     from beastybar_jax.config import ConfigError, load_config
     from beastybar_jax.training.checkpoint import CheckpointError
+    from beastybar_jax.training.distributed import DistributedError
 
     try:
+        if not args.dry_run:
+            join_processes(args)
         config = load_config(args.config, args.overrides)
+        if args.coordinator or args.num_processes is not None:
+            config = config.replace(distributed=True)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
+        return 2
+    except DistributedError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
 
     if args.dry_run:

@@ -225,7 +225,7 @@ def test_minimax_table_matches_a_plain_negamax(positions):
 
 def test_minimax_agent_plays_only_optimal_moves_and_all_of_them(positions, states):
     keys = jax.random.split(jax.random.key(7), 64)
-    act = jax.jit(jax.vmap(jax.vmap(minimax.minimax_agent().act, in_axes=(None, 0)), in_axes=(0, None)))
+    act = jax.jit(jax.vmap(jax.vmap(minimax.minimax_act, in_axes=(None, 0)), in_axes=(0, None)))
     chosen = np.asarray(act(states, keys))  # [P, 64]
     values = np.asarray(jax.jit(jax.vmap(minimax.minimax_value))(states))
     for p, board in enumerate(positions):

@@ -23,7 +23,7 @@ from beastybar_jax import arena
 from beastybar_jax.arena import play_match
 from beastybar_jax.search import SearchConfig, run_search, uniform_evaluator
 from beastybar_jax.tictactoe import TICTACTOE
-from beastybar_jax.tictactoe.minimax import minimax_agent
+from beastybar_jax.agents.perfect import minimax_agent
 
 GAME = TICTACTOE
 PER_KIND = 6  # positions of each kind for each player to move

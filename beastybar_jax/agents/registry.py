@@ -42,7 +42,7 @@ _SIMPLE = {
 
 
 def _minimax_agent() -> Agent:
-    from beastybar_jax.tictactoe.minimax import minimax_agent  # loads tic-tac-toe only when asked for
+    from beastybar_jax.agents.perfect import minimax_agent  # loads tic-tac-toe only when asked for
 
     return minimax_agent()
 _GENERIC = ("mcts-<N>", "checkpoint:<path>", "checkpoint:<path>@sims=<N>")

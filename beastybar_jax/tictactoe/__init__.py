@@ -1,8 +1,9 @@
 """Tic-tac-toe as pure JAX array functions (pgx-style: init / step / observe / mask),
 a second :class:`~beastybar_jax.games.Game` with known perfect play.
 
-The perfect player is imported on its own, ``from beastybar_jax.tictactoe.minimax import
-minimax_agent``: it builds on :mod:`beastybar_jax.agents`, which this package does not need.
+Perfect play is in :mod:`beastybar_jax.tictactoe.minimax` (the solved table); the
+``minimax`` agent built on it is ``beastybar_jax.agents.perfect.minimax_agent`` (registry
+name ``minimax``).
 """
 
 from beastybar_jax.tictactoe.core import LINES, NUM_ACTIONS, NUM_CELLS, has_line, init, legal_action_mask, step

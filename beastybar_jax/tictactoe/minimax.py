@@ -19,7 +19,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from beastybar_jax.agents.base import Agent, uniform_choice
 from beastybar_jax.tictactoe.core import EMPTY, LINES, NUM_CELLS, legal_action_mask
 from beastybar_jax.tictactoe.state import State
 
@@ -135,11 +134,8 @@ def optimal_actions(state: State) -> jax.Array:
 
 
 def minimax_act(state: State, key: jax.Array) -> jax.Array:
-    """``int32[]`` a uniformly random optimal move (0 once the game is over)."""
-    return uniform_choice(optimal_actions(state), key)
-
-
-def minimax_agent(name: str = "minimax") -> Agent:
-    """The perfect player: never loses, takes every win it is offered, and varies
-    its play by choosing uniformly among the optimal moves."""
-    return Agent(name, minimax_act)
+    """``int32[]`` a uniformly random optimal move (0 once the game is over): the act
+    function of the ``minimax`` agent (``beastybar_jax.agents.perfect``)."""
+    optimal = optimal_actions(state)
+    choice = jax.random.categorical(key, jnp.where(optimal, 0.0, -jnp.inf))
+    return jnp.where(jnp.any(optimal), choice, 0).astype(jnp.int32)

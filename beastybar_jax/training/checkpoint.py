@@ -30,7 +30,7 @@ CHECKPOINT_DIR = "checkpoints"
 # Keys that may change when a run is resumed (they do not change what is computed
 # per iteration, or only extend the run).
 RESUMABLE_CHANGES = {
-    "num_iterations", "checkpoint_every", "keep_checkpoints", "tensorboard", "distributed",
+    "num_iterations", "checkpoint_every", "keep_checkpoints", "tensorboard", "distributed", "distributed_timeout",
     "eval_every", "eval_opponents", "eval_games", "run_dir",
 }
 

@@ -20,6 +20,7 @@ from beastybar_jax import arena
 from beastybar_jax.agents import AgentSpecError, make_agent, network_agent
 from beastybar_jax.config import ConfigError, TrainConfig
 from beastybar_jax.games import get_game
+from beastybar_jax.training import distributed
 from beastybar_jax.training.checkpoint import CheckpointError
 
 
@@ -58,8 +59,13 @@ def make_evaluator(config: TrainConfig, network, opponents: list | None = None):
             ))
         return results
 
+    compiled = {}
+
     def evaluate(params) -> dict[str, float]:
-        results = jax.device_get(play(params))
+        if "play" not in compiled:  # compile first, then meet the other processes (see distributed.barrier)
+            compiled["play"] = play.lower(params).compile()
+            distributed.barrier("evaluation compiled", config.distributed_timeout)
+        results = jax.device_get(compiled["play"](params))
         return {f"eval_{opponent.name}_{k}": float(v)
                 for opponent, r in zip(opponents, results) for k, v in r.items()}
 

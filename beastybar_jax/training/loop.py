@@ -18,6 +18,7 @@ import numpy as np
 
 from beastybar_jax.config import TrainConfig
 from beastybar_jax.games import Game
+from beastybar_jax.training import distributed
 from beastybar_jax.training.checkpoint import CheckpointError, Checkpointer
 from beastybar_jax.training.metrics import MetricsLogger
 from beastybar_jax.training.trainer import Trainer, abstract_state, iteration_key, make_trainer
@@ -36,8 +37,9 @@ class TrainLoop:
 
     def __init__(self, config: TrainConfig, *, resume: bool = False, hooks: Iterable[IterationHook] = (),
                  console: bool = True, game: Game | None = None, trainer: Trainer | None = None):
-        if config.distributed and not jax.distributed.is_initialized():
-            jax.distributed.initialize()
+        if config.distributed:
+            distributed.initialize(timeout_seconds=config.distributed_timeout)
+        distributed.check_same_config(config)
         self.config = config
         self.run_dir = os.path.abspath(config.resolved_run_dir)
         self.hooks = list(hooks)
@@ -113,6 +115,7 @@ class TrainLoop:
                 step, compile_seconds = self.trainer.compiled_iteration(self.state)
                 if compile_seconds:
                     self.logger.message(f"compiled the training iteration in {compile_seconds:.1f} s")
+                distributed.barrier("iteration compiled", config.distributed_timeout)
             while iteration < stop:
                 start = time.perf_counter()
                 self.state, metrics = step(self.state, iteration_key(self._rng, iteration))
