@@ -47,14 +47,15 @@ import yaml
 from beastybar_jax.alphazero.config import AlphaZeroConfig
 from beastybar_jax.games import GAME_NAMES, UnknownGameError, get_game
 from beastybar_jax.network import NetworkConfig
+from beastybar_jax.ppo.config import PPOConfig
 from beastybar_jax.validation import ConfigError, check, check_at_least, check_finite_nonnegative
 
 __all__ = [
-    "ALGORITHM_NAMES", "AlphaZeroConfig", "ConfigError", "NetworkConfig", "TrainConfig", "apply_overrides",
-    "config_diff", "get_game", "load_config", "parse_override", "read_yaml", "validate",
+    "ALGORITHM_NAMES", "AlphaZeroConfig", "ConfigError", "NetworkConfig", "PPOConfig", "TrainConfig",
+    "apply_overrides", "config_diff", "get_game", "load_config", "parse_override", "read_yaml", "validate",
 ]
 
-ALGORITHM_NAMES = ("alphazero",)
+ALGORITHM_NAMES = ("alphazero", "ppo")
 """Values of the ``algorithm`` key; each names a package with an :class:`~beastybar_jax.training.algorithm.Algorithm`."""
 
 
@@ -100,6 +101,7 @@ class TrainConfig:
     # sections
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
     alphazero: AlphaZeroConfig = dataclasses.field(default_factory=AlphaZeroConfig)
+    ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
 
     @property
     def resolved_run_dir(self) -> str:

@@ -420,7 +420,89 @@ def add_selfplay_parser(subparsers) -> None:
     p.set_defaults(func=run_selfplay)
 
 
-SUBCOMMANDS = [add_env_parser, add_selfplay_parser]
+# --------------------------------------------------------------------------- ppo
+
+PPO_DEFAULT_CONFIG = "configs/ppo_h100.yaml"
+
+
+def bench_ppo(base_config, batch_size: int, repeats: int) -> dict:
+    """Compile and time whole PPO training iterations (``beastybar_jax.training.make_trainer``
+    with ``algorithm: ppo``): the rollout of ``batch_size`` games x ``rollout_length``
+    moves against the config's opponents, advantages, and ``num_epochs`` x
+    ``num_minibatches`` optimizer steps. ``steps_per_second`` counts every game move
+    (learner's and opponents'), ``learner_moves_per_second`` the learner's decisions."""
+    from beastybar_jax.training import make_trainer
+
+    config = base_config.replace(num_games=batch_size)
+    ppo = config.ppo
+    trainer = make_trainer(config)
+    state = jax.block_until_ready(trainer.init(jax.random.key(0)))
+    start = time.perf_counter()
+    compiled = trainer.iteration.lower(state, jax.random.key(1)).compile()
+    compile_s = time.perf_counter() - start
+
+    state, metrics = compiled(state, jax.random.key(100))  # warm-up
+    jax.block_until_ready(metrics)
+    best, learner_moves = float("inf"), 0.0
+    for r in range(repeats):
+        start = time.perf_counter()
+        state, metrics = compiled(state, jax.random.key(1000 + r))
+        metrics = jax.block_until_ready(metrics)
+        seconds = time.perf_counter() - start
+        if seconds < best:
+            best, learner_moves = seconds, float(metrics["learner_moves"])
+    moves = batch_size * ppo.rollout_length
+    return dict(
+        batch_size=batch_size, rollout_length=ppo.rollout_length, moves=moves, num_epochs=ppo.num_epochs,
+        num_minibatches=ppo.num_minibatches, minibatch=moves // ppo.num_minibatches,
+        opponents=dict(ppo.opponent_slots(batch_size)),
+        network=f"{config.network.torso} {config.network.width}x{config.network.depth} {config.network.dtype}",
+        iteration_seconds=best, steps_per_second=moves / best, learner_moves_per_second=learner_moves / best,
+        compile_seconds=compile_s,
+    )
+
+
+def run_ppo(args: argparse.Namespace) -> int:
+    from beastybar_jax.config import load_config
+
+    base = load_config(args.config, ["algorithm=ppo", *args.overrides])
+    machine = machine_info()
+    rows = []
+    for batch in args.batch_sizes or [base.num_games]:
+        row = unless_out_of_memory(f"batch {batch}", lambda: bench_ppo(base, batch, args.repeats))
+        if row is None:
+            continue
+        rows.append(row)
+        print(f"  games {batch:>7} x {row['rollout_length']} moves: {_fmt_rate(row['steps_per_second']):>9} steps/s "
+              f"({_fmt_rate(row['learner_moves_per_second'])} learner moves/s), "
+              f"iteration {row['iteration_seconds']:.3f} s "
+              f"with {row['num_epochs']} x {row['num_minibatches']} updates of {row['minibatch']}, "
+              f"compile {row['compile_seconds']:.1f} s", flush=True)
+    print(f"backend: {machine['backend']} ({machine['device']}, {machine['num_devices']} device(s)); "
+          f"cpu: {machine['cpu']} x{machine['cpu_count']}; jax {machine['jax']}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(dict(benchmark="ppo", machine=machine, config=vars_for_json(args), base_config=base.to_dict(),
+                       results=rows), f, indent=2)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def add_ppo_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "ppo", help="whole PPO iterations (rollout + advantages + epochs of updates): environment steps/s")
+    p.add_argument("--config", default=PPO_DEFAULT_CONFIG,
+                   help=f"PPO training config (default {PPO_DEFAULT_CONFIG})")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set ppo.opponents=[self] --set ppo.opponent_weights=[1]")
+    p.add_argument("--batch-sizes", type=_parse_sizes, default=None,
+                   help="games played side by side, e.g. 4096,16384 (default: the config's num_games)")
+    p.add_argument("--repeats", type=int, default=3, help="timed iterations per batch size; the best is kept")
+    p.add_argument("--out", default="bench_results/ppo.json", help="JSON output path")
+    p.set_defaults(func=run_ppo)
+
+
+SUBCOMMANDS = [add_env_parser, add_selfplay_parser, add_ppo_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:

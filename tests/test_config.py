@@ -14,7 +14,7 @@ from beastybar_jax.search import SearchConfig
 CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "configs"
 
 
-@pytest.mark.parametrize("name", ["tiny", "quick", "h100"])
+@pytest.mark.parametrize("name", ["tiny", "quick", "h100", "ppo_quick", "ppo_h100"])
 def test_shipped_configs_load_and_validate(name):
     config = load_config(CONFIGS / f"{name}.yaml")
     assert config.name == name

@@ -78,7 +78,8 @@ def with_trained_runs(argv: list[str], trained_run: str) -> list[str]:
 def test_the_docs_show_the_main_commands():
     shown = " ".join(c for _, c in COMMANDS)
     for needed in ("experiments/train.py", "experiments/evaluate.py", "experiments/play.py",
-                   "experiments/benchmark.py env", "experiments/benchmark.py selfplay", "pytest"):
+                   "experiments/benchmark.py env", "experiments/benchmark.py selfplay", "experiments/benchmark.py ppo",
+                   "experiments/exploit.py", "pytest"):
         assert needed in shown, f"no documented command uses {needed}"
 
 
@@ -126,11 +127,14 @@ def test_play_commands_run(where, command, trained_run):
 
 BENCHMARKS = [c for c in COMMANDS if "experiments/benchmark.py" in c[1]]
 SELFPLAY_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py selfplay" in c[1]]
+PPO_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py ppo" in c[1]]
 TINY_RUN = {
     "env": ["--batch-sizes", "4", "--steps", "2", "--repeats", "1", "--variant", "step"],
     "selfplay": ["--batch-sizes", "4", "--simulations", "2", "--moves", "2", "--repeats", "1",
                  "--set", "network.width=16", "--set", "network.depth=1", "--set", "alphazero.buffer_size=128",
                  "--set", "alphazero.min_buffer_size=8", "--set", "alphazero.batch_size=8", "--set", "num_games=4"],
+    "ppo": ["--batch-sizes", "8", "--repeats", "1", "--set", "network.width=16", "--set", "network.depth=1",
+            "--set", "ppo.rollout_length=4", "--set", "ppo.num_minibatches=2", "--set", "ppo.pool_size=2"],
 }
 
 
@@ -148,9 +152,61 @@ def test_benchmark_commands_run(where, command, tmp_path):
         load_config(args.config, args.overrides)
         if (where, command) != SELFPLAY_BENCHMARKS[0]:
             return
+    if args.command == "ppo":  # like selfplay: each run compiles a whole iteration; run the first only
+        load_config(args.config, ["algorithm=ppo", *args.overrides])
+        if (where, command) != PPO_BENCHMARKS[0]:
+            return
     out = tmp_path / "bench.json"
     assert benchmark.main(argv + TINY_RUN[args.command] + ["--out", str(out)]) == 0
     assert json.loads(out.read_text())
+
+
+EXPLOITS = [c for c in COMMANDS if "experiments/exploit.py" in c[1]]
+TINY_EXPLOIT = ["--minutes", "0.0001", "--deals", "2", "--quiet", "--set", "num_games=8",
+                "--set", "ppo.rollout_length=4", "--set", "network.width=16", "--set", "network.depth=1",
+                "--set", "ppo.num_minibatches=2"]
+
+
+@pytest.mark.parametrize("where,command", EXPLOITS)
+def test_exploit_commands_run(where, command, trained_run, tmp_path, capsys):
+    """Each command's config, agent and options load; one (against a checkpoint, if one
+    is documented: the cheapest to compile) trains one iteration and plays its match."""
+    import exploit
+    from beastybar_jax.agents import make_agent
+
+    argv = [w.replace("runs/quick", trained_run) for w in argv_of(command, "experiments/exploit.py")]
+    args = exploit.parse_args(argv)
+    config = exploit.exploiter_config(args.config, args.overrides, args.agent, args.seed, args.warm_start)
+    make_agent(config.ppo.opponent)
+    chosen = next((c for c in EXPLOITS if "checkpoint:" in c[1]), EXPLOITS[0])
+    if (where, command) != chosen:
+        return
+    report = tmp_path / "exploit.json"
+    assert exploit.main(argv + TINY_EXPLOIT + ["--json", str(report)]) == 0
+    assert "exploitability of" in capsys.readouterr().out
+    assert json.loads(report.read_text())["match"]["games"] == 4
+
+
+@pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/curves.py" in c[1]])
+def test_curves_commands_run(where, command, tmp_path, capsys):
+    """Run directories named in the command get a small metrics.jsonl with evaluations."""
+    import curves
+
+    argv = argv_of(command, "experiments/curves.py")
+    for i, word in enumerate(argv):
+        if word.startswith("runs/"):
+            (tmp_path / word).mkdir(parents=True)
+            rows = [dict(iteration=k, iteration_seconds=1.5, total_games=10 * k, eval_random_win_rate=0.5 + k / 10,
+                         eval_heuristic_win_rate=0.3 + k / 10, eval_outcome_heuristic_win_rate=0.2 + k / 10)
+                    for k in (1, 2)]
+            (tmp_path / word / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+            argv[i] = str(tmp_path / word)
+        elif i and argv[i - 1] == "--out":
+            argv[i] = str(tmp_path / pathlib.Path(word).name)
+    assert curves.main(argv) == 0
+    assert "| 2 | 3 |" in capsys.readouterr().out  # iteration 2 after 3 training seconds
+    out = argv[argv.index("--out") + 1] if "--out" in argv else None
+    assert out is None or pathlib.Path(out).stat().st_size > 0
 
 
 def test_readme_python_snippet_runs(trained_run):

@@ -73,8 +73,13 @@ def test_no_import_circle():
 @pytest.mark.parametrize("module, forbidden", [
     ("beastybar_jax.config", ("beastybar_jax.agents", "beastybar_jax.training", "beastybar_jax.arena")),
     ("beastybar_jax.games", ("beastybar_jax.game", "beastybar_jax.search", "beastybar_jax.network")),
-    ("beastybar_jax.training.trainer", ("beastybar_jax.alphazero.algorithm",)),
-    ("beastybar_jax.training.loop", ("beastybar_jax.alphazero.algorithm",)),
+    ("beastybar_jax.training.trainer", ("beastybar_jax.alphazero.algorithm", "beastybar_jax.ppo.algorithm")),
+    ("beastybar_jax.training.loop", ("beastybar_jax.alphazero.algorithm", "beastybar_jax.ppo.algorithm")),
+    ("beastybar_jax.ppo.algorithm", ("beastybar_jax.alphazero.algorithm", "beastybar_jax.alphazero.selfplay",
+                                     "beastybar_jax.alphazero.replay", "beastybar_jax.alphazero.loss")),
+    ("beastybar_jax.alphazero.algorithm", ("beastybar_jax.ppo.algorithm", "beastybar_jax.ppo.rollout",
+                                           "beastybar_jax.ppo.loss")),
+    ("beastybar_jax.ppo.config", ("beastybar_jax.ppo.rollout", "beastybar_jax.agents", "beastybar_jax.training")),
     ("beastybar_jax.search", ("beastybar_jax.alphazero", "beastybar_jax.training")),
     ("beastybar_jax.network", ("beastybar_jax.game",)),
 ])
