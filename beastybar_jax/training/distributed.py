@@ -108,6 +108,10 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
         raise DistributedError(
             f"could not start the multi-process runtime: {e}. Without a cluster that JAX detects (SLURM, Open MPI, "
             f"...), give {ENV_COORDINATOR}, {ENV_NUM_PROCESSES} and {ENV_PROCESS_ID}") from None
+    if jax.process_count() > 1 and jax.default_backend() == "cpu":
+        # CPU processes share one persistent-cache key for a program, but an executable
+        # compiled by one process deadlocks in another's gloo collectives: compile each.
+        jax.config.update("jax_enable_compilation_cache", False)
 
 
 def is_main_process() -> bool:
