@@ -69,6 +69,16 @@ class TrainConfig:
     ``warmup_steps`` updates, then a cosine to ``learning_rate *
     final_learning_rate_fraction`` at update ``decay_steps`` (0: the run's last
     update), with gradients clipped to ``max_grad_norm``.
+
+    A resumed run (``--resume``) must keep the saved run's values except for
+    ``num_iterations``, ``checkpoint_every``, ``keep_checkpoints``, ``tensorboard``,
+    ``distributed``, ``compilation_cache``, ``run_dir`` and the evaluation keys
+    (``eval_every``, ``eval_opponents``, ``eval_games``, ``eval_simulations``): these
+    change how the run is kept and watched, not what an iteration computes.
+    ``num_iterations`` and ``decay_steps`` may change only while the learning-rate
+    schedule stays the same: with ``decay_steps: 0`` the cosine ends at the run's last
+    update, so a longer run needs ``decay_steps`` set to the saved run's value (the
+    error says which) or ``--allow-schedule-change``.
     """
 
     # run
@@ -91,6 +101,7 @@ class TrainConfig:
     keep_checkpoints: int = 3
     tensorboard: bool = True
     distributed: bool = False  # call jax.distributed.initialize() (multi-host)
+    compilation_cache: bool = True  # JAX's persistent compilation cache (beastybar_jax.training.compilation)
     # periodic evaluation against fixed opponents (0 = off)
     eval_every: int = 0
     eval_opponents: tuple[str, ...] = ("random", "heuristic")
