@@ -149,6 +149,8 @@ def bench_env(
     sampler: str = "uniform", game: Game = BEASTYBAR,
 ) -> dict:
     """Compile and time one configuration; returns a result row."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
     key = jax.random.key(seed)
     init_key, key = jax.random.split(key)
     states = jax.block_until_ready(jax.jit(jax.vmap(game.init))(jax.random.split(init_key, batch_size)))
@@ -159,8 +161,6 @@ def bench_env(
     compile_s = time.perf_counter() - start
 
     states, checksum = jax.block_until_ready(compiled(states, key))  # warm-up run
-    if repeats < 1:
-        raise ValueError(f"repeats must be at least 1, got {repeats}")
     best = float("inf")
     for r in range(repeats):
         run_key = jax.random.fold_in(key, r + 1)

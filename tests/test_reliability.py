@@ -478,3 +478,16 @@ def _import_cli(name: str):
         return importlib.import_module(name)
     finally:
         sys.path.remove(str(REPO_ROOT / "experiments"))
+
+
+def test_the_progress_bar_says_compiling_with_the_seconds_so_far():
+    """Point 2 of issue 14: while the bar would sit at 0, it says what is compiling and
+    for how long (rich redraws it from its own thread, so the seconds tick)."""
+    from beastybar_jax.training.metrics import _StatusColumn
+
+    class Task:
+        fields = dict(status="compiling the training iteration", status_since=time.monotonic() - 12.3)
+
+    assert _StatusColumn().render(Task()).plain == "compiling the training iteration 12 s"
+    Task.fields = dict(status=None, status_since=None)
+    assert _StatusColumn().render(Task()).plain == ""

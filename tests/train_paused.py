@@ -10,7 +10,7 @@ Environment:
     ``logged:N``: after iteration N's metrics line is written.
   PAUSE_MARKER: a file written (with this process's pid) when the pause starts.
 
-A pause in the main thread ends when a stop is requested (a handled signal) or after
+A pause in the main thread ends when the loop's handler has noted a signal, or after
 ``PAUSE_LIMIT`` seconds (default 300).
 """
 
@@ -18,13 +18,20 @@ from __future__ import annotations
 
 import os
 import runpy
+import signal
 import sys
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def pause(should_stop=lambda: False) -> None:
+def stop_requested() -> bool:
+    """Whether the loop's SIGINT/SIGTERM handler (a ``StopRequest`` method) noted a signal."""
+    handler = signal.getsignal(signal.SIGINT)
+    return bool(getattr(getattr(handler, "__self__", None), "requested", False))
+
+
+def pause(should_stop=stop_requested) -> None:
     marker = os.environ["PAUSE_MARKER"]
     with open(marker + ".tmp", "w") as f:
         f.write(str(os.getpid()))
@@ -49,7 +56,7 @@ def install(spec: str) -> None:
                 self.lowered = lowered
 
             def compile(self):
-                pause()
+                pause(lambda: False)  # in the compile's thread: the process ends around it
                 return self.lowered.compile()
 
         loop_module.compile_in_thread = lambda lowered, check: real(SlowLowered(lowered), check)
@@ -58,7 +65,7 @@ def install(spec: str) -> None:
 
         def on_iteration_end(self, iteration, metrics):
             if iteration == at:
-                pause(lambda: self._stop.requested)
+                pause()
             return real_hooks(self, iteration, metrics)
 
         loop_module.TrainLoop.on_iteration_end = on_iteration_end
@@ -68,17 +75,10 @@ def install(spec: str) -> None:
         def save(self, step, *args, **kwargs):
             saved = real_save(self, step, *args, **kwargs)
             if step == at:
-                pause(lambda: False if not hasattr(loop_module, "_paused_stop") else loop_module._paused_stop())
+                pause()
             return saved
 
         Checkpointer.save = save
-        real_run = loop_module.TrainLoop.run
-
-        def run(self, *args, **kwargs):
-            loop_module._paused_stop = lambda: self._stop.requested
-            return real_run(self, *args, **kwargs)
-
-        loop_module.TrainLoop.run = run
     elif kind == "logged":
         real_log = MetricsLogger.log
 

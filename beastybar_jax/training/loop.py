@@ -26,6 +26,7 @@ What a run guarantees (README, "Interrupts, crashes and resume"):
 from __future__ import annotations
 
 import os
+import signal
 import time
 from typing import Callable, Iterable, Optional
 
@@ -238,8 +239,8 @@ class TrainLoop:
                 step, _ = self.trainer.compiled_iteration(
                     self.state, compile=lambda lowered: self.compile(lowered, "the training iteration"))
             while iteration < stop:
-                if self.stop_requested:
-                    raise Interrupted(self._stop.signum)
+                if self.stop_requested:  # (another process's signal, in a multi-process run)
+                    raise Interrupted(self._stop.signum or signal.SIGTERM)
                 iteration = self._iterate(step, iteration, sims)
                 if config.checkpoint_every and iteration % config.checkpoint_every == 0 and iteration < stop:
                     self.save(force=True)
@@ -247,7 +248,7 @@ class TrainLoop:
             self.checkpointer.wait()
             completed = True
         except KeyboardInterrupt as e:
-            signum = getattr(e, "signum", None) or self._stop.signum or 2
+            signum = getattr(e, "signum", None) or self._stop.signum or signal.SIGINT
             self.save(force=True)
             self.checkpointer.wait()
             raise Interrupted(signum, self._interrupt_message(signum)) from None
@@ -264,11 +265,17 @@ class TrainLoop:
     def _interrupt_message(self, signum: int) -> str:
         name = signal_name(signum)
         where = os.path.join(self.run_dir, "checkpoints")
-        if self._saved is None:
+        if self._logged == self.start_iteration and self._saved is None:
             return (f"interrupted by {name} before the first iteration finished: nothing to save; run the same "
                     f"command again to start")
+        if self._logged == self.start_iteration:
+            return (f"interrupted by {name} before an iteration finished: the run stays at checkpoint "
+                    f"{self._saved} in {where}; continue with --resume")
         if self._saved == self._logged:
             return f"interrupted by {name}: checkpoint {self._saved} saved in {where}; continue with --resume"
+        if self._saved is None:
+            return (f"interrupted by {name} during iteration {self._logged + 1}: no checkpoint yet; run the same "
+                    f"command again to start afresh")
         return (f"interrupted by {name} during iteration {self._logged + 1}: the newest checkpoint is "
                 f"{self._saved} in {where}; continue with --resume")
 
