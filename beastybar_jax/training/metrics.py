@@ -106,8 +106,9 @@ class MetricsLogger:
     to the checkpoint's iteration (lines of iterations that will run again, and a
     partial last line from a crash or a full disk, are dropped), and TensorBoard is
     told to hide events from that iteration on (``purge_step``), so each iteration
-    appears once. A failed write (full disk) raises ``OSError`` and leaves the file as
-    it was before the line, never half a line.
+    appears once (a new run, ``start_iteration`` 0, starts from an empty file). A
+    failed write (full disk) raises ``OSError`` and leaves the file as it was before
+    the line, never half a line.
 
     Args:
       run_dir: the run directory (created).
