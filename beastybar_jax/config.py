@@ -70,6 +70,16 @@ class TrainConfig:
     ``warmup_steps`` updates, then a cosine to ``learning_rate *
     final_learning_rate_fraction`` at update ``decay_steps`` (0: the run's last
     update), with gradients clipped to ``max_grad_norm``.
+
+    A resumed run (``--resume``) must keep the saved run's values except for
+    ``num_iterations``, ``checkpoint_every``, ``keep_checkpoints``, ``tensorboard``,
+    ``distributed``, ``compilation_cache``, ``run_dir`` and the evaluation keys
+    (``eval_every``, ``eval_opponents``, ``eval_games``, ``eval_simulations``): these
+    change how the run is kept and watched, not what an iteration computes.
+    ``num_iterations`` and ``decay_steps`` may change only while the learning-rate
+    schedule stays the same: with ``decay_steps: 0`` the cosine ends at the run's last
+    update, so a longer run needs ``decay_steps`` set to the saved run's value (the
+    error says which) or ``--allow-schedule-change``.
     """
 
     # run
@@ -93,6 +103,7 @@ class TrainConfig:
     tensorboard: bool = True
     distributed: bool = False  # join a multi-process run (beastybar_jax.training.distributed)
     distributed_timeout: int = 300  # seconds to wait for the coordinator / the other processes
+    compilation_cache: bool = True  # JAX's persistent compilation cache (beastybar_jax.training.compilation)
     # periodic evaluation against fixed opponents (0 = off)
     eval_every: int = 0
     eval_opponents: tuple[str, ...] = ("random", "heuristic")

@@ -27,6 +27,10 @@ of the compiled function, each ended with ``block_until_ready``. A table is
 printed and the results are written as JSON.
 
 New subcommands (e.g. ``selfplay``) register a parser in ``SUBCOMMANDS``.
+
+Bad arguments (``--steps -5``, ``--repeats 0``, a missing ``--config``, an unknown
+``--set`` key) end in one line and exit code 2, before anything is compiled; the JSON
+output is only written when something was measured.
 """
 
 from __future__ import annotations
@@ -145,6 +149,8 @@ def bench_env(
     sampler: str = "uniform", game: Game = BEASTYBAR,
 ) -> dict:
     """Compile and time one configuration; returns a result row."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
     key = jax.random.key(seed)
     init_key, key = jax.random.split(key)
     states = jax.block_until_ready(jax.jit(jax.vmap(game.init))(jax.random.split(init_key, batch_size)))
@@ -269,12 +275,23 @@ def run_env(args: argparse.Namespace) -> int:
             print(f"  batch {batch:>8} {variant:<14} {_fmt_rate(row['steps_per_second']):>9} steps/s "
                   f"({row['steps']} steps in {row['seconds']:.3f} s, compile {row['compile_seconds']:.1f} s)",
                   flush=True)
+    if not rows:
+        return nothing_measured(args.out)
     print_table(machine, rows)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(dict(benchmark="env", machine=machine, config=vars_for_json(args), results=rows), f, indent=2)
-    print(f"wrote {args.out}")
+    write_results(args.out, dict(benchmark="env", machine=machine, config=vars_for_json(args), results=rows))
     return 0
+
+
+def nothing_measured(out: str) -> int:
+    print(f"error: nothing was measured (every size ran out of memory); {out} left as it was", file=sys.stderr)
+    return 1
+
+
+def write_results(out: str, report: dict) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(report, f, indent=2)
+    print(f"wrote {out}")
 
 
 def vars_for_json(args: argparse.Namespace) -> dict:
@@ -285,9 +302,9 @@ def add_env_parser(subparsers) -> None:
     p = subparsers.add_parser("env", help="random legal play with auto-reset: step / step+mask+obs steps per second")
     p.add_argument("--batch-sizes", type=_parse_sizes, default=list(DEFAULT_BATCH_SIZES),
                    help="comma-separated batch sizes, e.g. 1,64,4096 or 2^12,2^16 (default 4^0..4^10 = 1..2^20)")
-    p.add_argument("--steps", type=int, default=0,
+    p.add_argument("--steps", type=int_at_least(0), default=0,
                    help="steps per timed run (default: 2^22 / batch, clipped to 16..512, a multiple of 16)")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per configuration; the best is kept")
+    p.add_argument("--repeats", type=int_at_least(1), default=3, help="timed runs per configuration; the best is kept")
     p.add_argument("--variant", choices=("both",) + VARIANTS, default="both")
     p.add_argument("--sampler", choices=tuple(SAMPLERS), default="uniform",
                    help="how random legal moves are drawn: one uniform number per game (default) or "
@@ -367,9 +384,13 @@ def print_selfplay_table(machine: dict, rows: list[dict]) -> None:
 
 
 def run_selfplay(args: argparse.Namespace) -> int:
-    from beastybar_jax.config import load_config
+    from beastybar_jax.config import ConfigError, load_config
 
-    base = load_config(args.config, args.overrides)
+    try:
+        base = load_config(args.config, args.overrides)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
     machine = machine_info()
     rows = []
     for batch in args.batch_sizes:
@@ -383,13 +404,26 @@ def run_selfplay(args: argparse.Namespace) -> int:
             print(f"  games {batch:>6} sims {sims:>4}: {_fmt_rate(row['simulations_per_second']):>9} sims/s, "
                   f"{row['games_per_minute']:.0f} games/min, iteration {row['iteration_seconds']:.3f} s "
                   f"({row['num_updates']} updates), compile {row['compile_seconds']:.1f} s", flush=True)
+    if not rows:
+        return nothing_measured(args.out)
     print_selfplay_table(machine, rows)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(dict(benchmark="selfplay", machine=machine, config=vars_for_json(args), base_config=base.to_dict(),
-                       results=rows), f, indent=2)
-    print(f"wrote {args.out}")
+    write_results(args.out, dict(benchmark="selfplay", machine=machine, config=vars_for_json(args),
+                                 base_config=base.to_dict(), results=rows))
     return 0
+
+
+def int_at_least(minimum: int):
+    """An argparse type: an integer >= ``minimum``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
 
 
 def _parse_ints(text: str) -> list[int]:
@@ -412,10 +446,11 @@ def add_selfplay_parser(subparsers) -> None:
     p.add_argument("--batch-sizes", type=_parse_sizes, default=[2048, 4096],
                    help="games played side by side, e.g. 64,256 or 2^11,2^12 (default 2048,4096)")
     p.add_argument("--simulations", type=_parse_ints, default=[64], help="simulations per move, e.g. 16,64")
-    p.add_argument("--moves", type=int, default=24, help="moves per iteration (default 24)")
-    p.add_argument("--updates", type=int, default=-1,
+    p.add_argument("--moves", type=int_at_least(1), default=24, help="moves per iteration (default 24)")
+    p.add_argument("--updates", type=int_at_least(-1), default=-1,
                    help="SGD steps per iteration (default: the config's updates_per_iteration; 0: self-play only)")
-    p.add_argument("--repeats", type=int, default=3, help="timed iterations per configuration; the best is kept")
+    p.add_argument("--repeats", type=int_at_least(1), default=3,
+                   help="timed iterations per configuration; the best is kept")
     p.add_argument("--out", default="bench_results/selfplay.json", help="JSON output path")
     p.set_defaults(func=run_selfplay)
 
@@ -505,8 +540,15 @@ def add_ppo_parser(subparsers) -> None:
 SUBCOMMANDS = [add_env_parser, add_selfplay_parser, add_ppo_parser]
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """Argument errors as one line (``benchmark.py env: error: argument --steps: ...``), exit code 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineErrors(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="command", required=True)
     for add in SUBCOMMANDS:
         add(subparsers)

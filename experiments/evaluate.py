@@ -11,7 +11,13 @@ the output). Every match is batched on the default JAX device. Prints a table
 (win rate = wins / games as the reference project counts it; score = (wins +
 draws/2) / games with a 95% interval; mean point margin) and an Elo table fitted to
 all results (anchored at random = 0 when random plays), and writes JSON with
-``--json``.
+``--json`` (checked to be writable before any game is played).
+
+Ctrl-C (or SIGTERM) stops after the pairing being played: the finished pairings are
+printed (and written with ``--json``, marked ``"interrupted": true``) and the exit code
+is 130. Bad agent names, unreadable checkpoints and an unwritable ``--json`` path end
+in one line and exit code 2. When the output is not a terminal, tables are printed
+whole (no truncated cells).
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ import datetime
 import json
 import os
 import platform
+import signal
 import sys
 import time
+import warnings
 
 import jax
 
@@ -96,6 +104,8 @@ def print_tables(results, elo_rows, plain: bool = False, out=None) -> None:
             print(file=out)
         return
     console = Console(file=out)
+    if not console.is_terminal:  # piped or a file: the tables' natural width, no truncated cells
+        console = Console(file=out, width=10_000)
     table = Table(title="duplicate matches (win rate = wins / games)")
     for h in headers:
         table.add_column(h, justify="left" if h in ("agent", "opponent") else "right")
@@ -110,7 +120,27 @@ def print_tables(results, elo_rows, plain: bool = False, out=None) -> None:
     console.print(elo)
 
 
+def check_writable(path: str) -> None:
+    """Raise ``ValueError`` when ``path`` cannot be written (checked before playing,
+    so an evaluation is never lost to a typo in ``--json``)."""
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        raise ValueError(f"--json {path} is a directory: give a file name, e.g. {os.path.join(path, 'results.json')}")
+    directory = os.path.dirname(path)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        existed = os.path.exists(path)
+        with open(path, "a"):
+            pass
+        if not existed:
+            os.remove(path)
+    except OSError as e:
+        raise ValueError(f"--json {path} cannot be written: {e.strerror or e}") from None
+
+
 def run(args: argparse.Namespace, log=print) -> dict:
+    """Play the pairings. A ``KeyboardInterrupt`` stops after the pairing being
+    played; the report then holds the finished ones and ``"interrupted": True``."""
     games = args.games + (args.games % 2)
     if games != args.games:
         log(f"note: --games {args.games} rounded up to {games}: each deal is played twice with seats swapped")
@@ -132,12 +162,17 @@ def run(args: argparse.Namespace, log=print) -> dict:
 
     key = jax.random.key(args.seed)
     results, timings = [], []
-    for index, (a, b) in enumerate(pairs):
-        log(f"[{index + 1}/{len(pairs)}] {a.name} vs {b.name}: {games} games ...")
-        start = time.perf_counter()
-        results.append(play_match(a, b, num_deals, jax.random.fold_in(key, index), game=game))
-        timings.append(time.perf_counter() - start)
-    rows = elo_table(results)
+    interrupted = False
+    try:
+        for index, (a, b) in enumerate(pairs):
+            log(f"[{index + 1}/{len(pairs)}] {a.name} vs {b.name}: {games} games ...")
+            start = time.perf_counter()
+            result = play_match(a, b, num_deals, jax.random.fold_in(key, index), game=game)
+            results.append(result)
+            timings.append(time.perf_counter() - start)
+    except KeyboardInterrupt:
+        interrupted = True
+    rows = elo_table(results) if results else []
     return {
         "date": datetime.date.today().isoformat(),
         "machine": f"{platform.machine()} {platform.system()}, jax devices: "
@@ -148,6 +183,8 @@ def run(args: argparse.Namespace, log=print) -> dict:
         "format": "duplicate: each deal played twice with seats swapped",
         "results": [dict(r.to_dict(), seconds_including_compile=round(t, 3)) for r, t in zip(results, timings)],
         "elo": [dataclasses.asdict(row) for row in rows],
+        "interrupted": interrupted,
+        "pairings": len(pairs),
         "_results": results,
         "_elo": rows,
     }
@@ -156,18 +193,38 @@ def run(args: argparse.Namespace, log=print) -> dict:
 def main(argv=None) -> int:
     args = parse_args(argv)
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
+    from beastybar_jax.training.compilation import enable_compilation_cache
+    from beastybar_jax.training.interrupt import raise_keyboard_interrupt_on_sigterm
+
+    format_warning = warnings.formatwarning
+    warnings.formatwarning = lambda message, category, *rest, **kw: f"warning: {message}\n"  # one line
+    enable_compilation_cache()
+    previous_sigterm = raise_keyboard_interrupt_on_sigterm()
     try:
+        if args.json:
+            check_writable(args.json)
         report = run(args, log=log)
-    except ValueError as e:  # bad specs, unreadable checkpoints (CheckpointError is a ValueError)
+    except ValueError as e:  # bad specs, unreadable checkpoints (CheckpointError is a ValueError), --json
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print_tables(report.pop("_results"), report.pop("_elo"), plain=args.plain)
-    if args.json:
-        directory = os.path.dirname(os.path.abspath(args.json))
-        os.makedirs(directory, exist_ok=True)
+    except KeyboardInterrupt:  # while building the agents
+        print("interrupted before the first pairing finished: nothing to report", file=sys.stderr)
+        return 130
+    finally:
+        warnings.formatwarning = format_warning
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+    results, elo = report.pop("_results"), report.pop("_elo")
+    if results:
+        print_tables(results, elo, plain=args.plain)
+    if args.json and results:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
         log(f"wrote {args.json}")
+    if report["interrupted"]:
+        log(f"interrupted after {len(results)} of {report['pairings']} pairings"
+            + (": the tables show the finished ones" if results else ": nothing to report"))
+        return 130
     return 0
 
 

@@ -160,6 +160,9 @@ def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[.
                         help="move first, second, or let chance decide (default)")
     parser.add_argument("--seed", type=int, default=None, help="deal seed (default: random)")
     args = parser.parse_args(argv)
+    from beastybar_jax.training.compilation import enable_compilation_cache
+
+    enable_compilation_cache()  # the opponent's compile is paid once, not at every game
     seed = args.seed if args.seed is not None else int(np.random.default_rng().integers(2**31))
     game = get_game(args.game)
     try:

@@ -10,12 +10,16 @@ Usage::
 ``alphazero.search.num_simulations=32``);
 values are parsed as YAML. The run directory (``run_dir``, default ``runs/<name>``)
 receives ``checkpoints/``, ``metrics.jsonl``, ``tensorboard/`` and ``config.json``.
-Ctrl-C saves a checkpoint and exits; ``--resume`` continues from the latest one.
+Ctrl-C or SIGTERM stops after the running iteration with a checkpoint of it (exit
+130 / 143); ``--resume`` continues from the newest intact checkpoint. Exit codes: 0
+done, 2 a bad config or run directory (one line, nothing written), 1 a failure while
+running (e.g. a full disk: one line, the previous checkpoints intact).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -25,6 +29,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key (repeatable), e.g. --set alphazero.search.num_simulations=32")
     parser.add_argument("--resume", action="store_true", help="continue the run in run_dir from its latest checkpoint")
+    parser.add_argument("--allow-schedule-change", action="store_true",
+                        help="with --resume: accept a config whose learning-rate schedule differs from the saved run's "
+                             "(e.g. more num_iterations with decay_steps: 0); the rate jumps at the resume point")
     parser.add_argument("--no-console", action="store_true", help="no progress bar / per-iteration lines")
     parser.add_argument("--dry-run", action="store_true",
                         help="load and validate the config, print it resolved, and exit without compiling")
@@ -53,6 +60,22 @@ def join_processes(args) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    from beastybar_jax.training.interrupt import raise_keyboard_interrupt_on_sigterm
+
+    previous_sigterm = raise_keyboard_interrupt_on_sigterm()  # until the loop handles both signals
+    try:
+        return _main(args)
+    except KeyboardInterrupt as e:  # before the loop started (loading, restoring)
+        print("interrupted before training started: nothing was saved", file=sys.stderr)
+        return getattr(e, "exit_code", 130)
+    finally:
+        if previous_sigterm is not None:
+            import signal
+
+            signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+def _main(args) -> int:
     from beastybar_jax.config import ConfigError, load_config
     from beastybar_jax.training.checkpoint import CheckpointError
     from beastybar_jax.training.distributed import DistributedError
@@ -90,22 +113,50 @@ def main(argv=None) -> int:
         return 0
 
     from beastybar_jax.training import TrainLoop
+    from beastybar_jax.training.interrupt import Interrupted
+    from beastybar_jax.training.rundir import RunDirError
 
     try:
-        loop = TrainLoop(config, resume=args.resume, console=not args.no_console)
-    except (ConfigError, CheckpointError) as e:
+        loop = TrainLoop(config, resume=args.resume, console=not args.no_console,
+                         allow_schedule_change=args.allow_schedule_change)
+    except (ConfigError, CheckpointError, RunDirError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    code = 0
     try:
         loop.run()
-    except KeyboardInterrupt:
-        print(f"interrupted; checkpoint saved in {loop.run_dir} (continue with --resume)", file=sys.stderr)
-        return 130
+    except Interrupted as e:
+        print(e, file=sys.stderr)
+        code = e.exit_code
+    except (CheckpointError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        code = 1
     finally:
-        loop.close()
-    print(f"done: {loop.run_dir}")
-    return 0
+        try:
+            loop.close()
+        except (CheckpointError, OSError) as e:
+            if code == 0:
+                print(f"error: {e}", file=sys.stderr)
+                code = 1
+    if code == 0:
+        print(f"done: {loop.run_dir}")
+    return code
+
+
+def _exit(code: int) -> None:
+    """Exit; after an interrupt with a compile still running in its thread, without the
+    interpreter's shutdown (which can crash under a running XLA compile)."""
+    from beastybar_jax.training.compilation import compiles_in_flight
+
+    if code != 0 and compiles_in_flight():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())

@@ -108,11 +108,12 @@ def test_load_agent_errors_are_clear(full_run, tmp_path):
         load_agent(tmp_path / "empty")
     corrupt = tmp_path / "corrupt"
     shutil.copytree(full_run["run_dir"], corrupt)
-    latest = max(int(p.name) for p in (corrupt / "checkpoints").iterdir() if p.name.isdigit())
-    for f in (corrupt / "checkpoints" / str(latest) / "params").rglob("*"):
-        if f.is_file() and f.stat().st_size > 0 and f.name != "_CHECKPOINT_METADATA":
-            f.write_bytes(b"garbage")
-    with pytest.raises(CheckpointError, match="could not be restored"):
+    steps = sorted(int(p.name) for p in (corrupt / "checkpoints").iterdir() if p.name.isdigit())
+    for step in steps:  # every checkpoint damaged (a damaged latest one alone falls back: test_reliability)
+        for f in (corrupt / "checkpoints" / str(step) / "params").rglob("*"):
+            if f.is_file() and f.stat().st_size > 0 and f.name != "_CHECKPOINT_METADATA":
+                f.write_bytes(b"garbage")
+    with pytest.raises(CheckpointError, match="no intact checkpoint .* is damaged"):
         load_agent(corrupt)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import os
 import pathlib
 import shutil
 import tempfile
@@ -47,3 +48,11 @@ def full_run() -> dict:
     loop.close()
     return dict(config=config, run_dir=run_dir, initial_params=initial_params, state=state,
                 metrics=read_jsonl(str(run_dir / "metrics.jsonl")))
+
+
+def cli_env(**extra: str) -> dict:
+    """The environment for a command line started by a test: CPU, fast compiles, this
+    checkout's package first on the path, and the session's compilation cache
+    (``JAX_COMPILATION_CACHE_DIR``, set by conftest) so a compile is paid once."""
+    path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=FAST_COMPILE_FLAG, PYTHONPATH=path, **extra)

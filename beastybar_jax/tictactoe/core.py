@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from beastybar_jax.games import as_action
 from beastybar_jax.tictactoe.state import State
 
 NUM_CELLS = 9
@@ -75,9 +76,11 @@ def step(state: State, action) -> State:
 
     A finished game is returned unchanged. An illegal action (an occupied cell or
     an id outside 0..8) ends the game with the mover losing (-1, opponent +1) and
-    leaves the board as it was.
+    leaves the board as it was; an id of any integer width counts by its value (an
+    ``int64`` 2**32 + 8 is out of range, not 8). A non-integer action raises
+    ``GameInputError``, at trace time under jit.
     """
-    action = jnp.asarray(action, dtype=jnp.int32)
+    action = as_action(action, NUM_ACTIONS)  # -1 when out of range
     legal = jnp.any(legal_action_mask(state) & (_CELLS == action))  # False when out of range
     played = _play(state, action)
     mover_loses = jnp.where(_PLAYERS == state.current_player, -1.0, 1.0).astype(jnp.float32)

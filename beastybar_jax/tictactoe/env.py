@@ -3,7 +3,7 @@
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.games import Game, TokenLayout
+from beastybar_jax.games import Game, TokenLayout, as_player
 from beastybar_jax.tictactoe import core, observe, render
 from beastybar_jax.tictactoe.state import State
 
@@ -11,7 +11,8 @@ from beastybar_jax.tictactoe.state import State
 def score_margin(state: State, player) -> jax.Array:
     """``float32[]`` the outcome for ``player`` (+1/0/-1 once over, 0 before): the
     game has no points, so the margin is the result itself."""
-    return jnp.where(jnp.asarray(player) == 0, state.rewards[0], state.rewards[1]).astype(jnp.float32)
+    player = as_player(player, core.NUM_PLAYERS)
+    return jnp.where(player == 0, state.rewards[0], state.rewards[1]).astype(jnp.float32)
 
 
 # The nine cells are the tokens; the rest of the observation (the to-move flag)

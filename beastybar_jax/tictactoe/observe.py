@@ -4,7 +4,8 @@
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.tictactoe.core import EMPTY, NUM_CELLS
+from beastybar_jax.games import as_player
+from beastybar_jax.tictactoe.core import EMPTY, NUM_CELLS, NUM_PLAYERS
 from beastybar_jax.tictactoe.state import State
 
 CELL_FEATURES = 3  # mine, the opponent's, empty
@@ -22,9 +23,11 @@ def observe(state: State, player) -> jax.Array:
     """``float32[28]`` the board from ``player``'s side, laid out as ``OBSERVATION_LAYOUT``.
 
     Marks are "mine" / "the opponent's", never X / O: X always moves first, so
-    who plays X follows from the mark counts and the ``to_move`` flag.
+    who plays X follows from the mark counts and the ``to_move`` flag. ``player``
+    must be 0 or 1: a concrete other value raises ``GameInputError``; a traced one
+    is not checked.
     """
-    player = jnp.asarray(player, jnp.int32)
+    player = as_player(player, NUM_PLAYERS)
     board = state.board.astype(jnp.int32)
     cells = jnp.stack([board == player, (board != EMPTY) & (board != player), board == EMPTY], axis=1)
     to_move = (state.current_player == player)[None]
@@ -40,6 +43,8 @@ def split_observation(observation: jax.Array) -> dict:
 
 def sample_world(state: State, player, key: jax.Array) -> State:
     """``state`` itself: tic-tac-toe has perfect information, so the only world
-    consistent with what ``player`` knows is the true one."""
-    del player, key
+    consistent with what ``player`` knows is the true one. ``player`` is checked as
+    in :func:`observe`."""
+    as_player(player, NUM_PLAYERS)
+    del key
     return state

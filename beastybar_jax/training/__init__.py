@@ -6,6 +6,9 @@
 - :mod:`~beastybar_jax.training.checkpoint`: orbax checkpoints and ``load_agent``;
 - :mod:`~beastybar_jax.training.metrics`: JSON lines, TensorBoard and the console;
 - :mod:`~beastybar_jax.training.evaluation`: matches against fixed opponents during training;
+- :mod:`~beastybar_jax.training.interrupt`, :mod:`~beastybar_jax.training.rundir`,
+  :mod:`~beastybar_jax.training.compilation`: signals, the run directory's lock, the
+  compilation cache;
 - :mod:`~beastybar_jax.training.sharding`, :mod:`~beastybar_jax.training.optimizer`.
 
 The names below are loaded on first use, so importing one submodule (the agents
@@ -16,7 +19,9 @@ import importlib
 
 _EXPORTS = {
     "CheckpointError": "checkpoint", "Checkpointer": "checkpoint", "TrainedModel": "checkpoint",
-    "load_agent": "checkpoint",
+    "DamagedCheckpointWarning": "checkpoint", "load_agent": "checkpoint",
+    "enable_compilation_cache": "compilation", "Interrupted": "interrupt",
+    "RunDirError": "rundir", "RunLockedError": "rundir",
     "IterationHook": "loop", "TrainLoop": "loop", "train": "loop",
     "MetricsLogger": "metrics", "read_jsonl": "metrics",
     "make_mesh": "sharding",

@@ -35,8 +35,12 @@ def make_opponents(config: TrainConfig) -> list:
         raise ConfigError(f"config key 'eval_opponents': {e}") from None
 
 
-def make_evaluator(config: TrainConfig, network, opponents: list | None = None):
-    """``evaluate(params) -> {metric name: float}`` for ``config``'s opponents."""
+def make_evaluator(config: TrainConfig, network, opponents: list | None = None, compile=None):
+    """``evaluate(params) -> {metric name: float}`` for ``config``'s opponents.
+
+    With ``compile(lowered) -> compiled`` (e.g. ``TrainLoop.compile``, which shows the
+    compile and lets Ctrl-C in) the match is compiled ahead of time for the first
+    ``params``' shapes and shardings; without it, ``jax.jit`` compiles on first use."""
     game = get_game(config.game)
     opponents = make_opponents(config) if opponents is None else opponents
     num_deals = max(1, config.eval_games // 2)
@@ -59,13 +63,15 @@ def make_evaluator(config: TrainConfig, network, opponents: list | None = None):
             ))
         return results
 
-    compiled = {}
+    compiled = None
 
     def evaluate(params) -> dict[str, float]:
-        if "play" not in compiled:  # compile first, then meet the other processes (see distributed.barrier)
-            compiled["play"] = play.lower(params).compile()
+        nonlocal compiled
+        if compiled is None:  # compile first, then meet the other processes (see distributed.barrier)
+            lowered = play.lower(params)
+            compiled = lowered.compile() if compile is None else compile(lowered)
             distributed.barrier("evaluation compiled", config.distributed_timeout)
-        results = jax.device_get(compiled["play"](params))
+        results = jax.device_get(compiled(params))
         return {f"eval_{opponent.name}_{k}": float(v)
                 for opponent, r in zip(opponents, results) for k, v in r.items()}
 
@@ -85,7 +91,8 @@ def evaluation_hook(config: TrainConfig):
         if not config.eval_every or (iteration % config.eval_every and not last):
             return None
         if evaluate is None:
-            evaluate = make_evaluator(config, loop.trainer.network, opponents)
+            evaluate = make_evaluator(config, loop.trainer.network, opponents,
+                                      compile=lambda lowered: loop.compile(lowered, "the evaluation"))
         return evaluate(loop.state.params)
 
     return hook

@@ -9,12 +9,16 @@ iteration time and device memory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 import time
 from typing import Mapping
 
 import jax
+from rich.progress import ProgressColumn
+from rich.text import Text
 
 # Grouping of metric names in TensorBoard ("section/name").
 _SECTIONS = {
@@ -84,15 +88,36 @@ def format_line(iteration: int, total: int, m: Mapping[str, float]) -> str:
     return " | ".join(parts)
 
 
+class _StatusColumn(ProgressColumn):
+    """The progress bar's status: e.g. ``compiling the training iteration 12 s``, the
+    seconds ticking (rich redraws from its own thread while the main one waits)."""
+
+    def render(self, task) -> Text:
+        since = task.fields.get("status_since")
+        if since is None:
+            return Text("")
+        return Text(f"{task.fields['status']} {time.monotonic() - since:.0f} s", style="yellow")
+
+
 class MetricsLogger:
     """Writes each iteration's scalars to JSON lines, TensorBoard and the console.
+
+    A resumed run continues the files of the run: ``metrics.jsonl`` is first cut back
+    to the checkpoint's iteration (lines of iterations that will run again, and a
+    partial last line from a crash or a full disk, are dropped), and TensorBoard is
+    told to hide events from that iteration on (``purge_step``), so each iteration
+    appears once (a new run, ``start_iteration`` 0, starts from an empty file). A
+    failed write (full disk) raises ``OSError`` and leaves the file as it was before
+    the line, never half a line.
 
     Args:
       run_dir: the run directory (created).
       total_iterations: for the progress bar.
-      start_iteration: iterations already done (resumed runs append to the files).
+      start_iteration: iterations already done (a resumed run's checkpoint).
       tensorboard: write TensorBoard event files.
       console: show the rich progress bar and per-iteration lines (only on process 0).
+        When the output is not a terminal (a log file), lines are printed whole (no
+        wrapping at 80 columns) and without the animated bar.
     """
 
     def __init__(self, run_dir: str, total_iterations: int, start_iteration: int = 0, tensorboard: bool = True,
@@ -100,25 +125,33 @@ class MetricsLogger:
         self.run_dir = run_dir
         self.total = total_iterations
         self.is_main = jax.process_index() == 0
-        os.makedirs(run_dir, exist_ok=True)
         self.jsonl_path = os.path.join(run_dir, "metrics.jsonl")
-        self._jsonl = open(self.jsonl_path, "a") if self.is_main else None
+        self._jsonl_fd = None
         self._writer = None
-        if tensorboard and self.is_main:
-            from tensorboardX import SummaryWriter
-
-            self._writer = SummaryWriter(os.path.join(run_dir, "tensorboard"))
         self._progress = None
         self._console = None
-        if console and self.is_main:
+        if not self.is_main:
+            return
+        os.makedirs(run_dir, exist_ok=True)
+        rewind_jsonl(self.jsonl_path, start_iteration)
+        self._jsonl_fd = os.open(self.jsonl_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if tensorboard:
+            from tensorboardX import SummaryWriter
+
+            # purge_step: TensorBoard hides events at this step and later from earlier
+            # sessions (those iterations run again after a resume).
+            self._writer = SummaryWriter(os.path.join(run_dir, "tensorboard"), purge_step=start_iteration + 1)
+        if console:
             from rich.console import Console
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                        TimeRemainingColumn)
 
             self._console = Console()
+            if not self._console.is_terminal:
+                self._console = Console(soft_wrap=True)  # a log file: whole lines
             self._progress = Progress(
                 TextColumn("[bold]training"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                TextColumn("eta"), TimeRemainingColumn(), console=self._console, transient=False,
+                TextColumn("eta"), TimeRemainingColumn(), _StatusColumn(), console=self._console, transient=False,
             )
             self._task = self._progress.add_task("training", total=total_iterations, completed=start_iteration)
             self._progress.start()
@@ -128,16 +161,31 @@ class MetricsLogger:
         if not self.is_main:
             return
         if run_info is not None:
-            with open(os.path.join(self.run_dir, "run.json"), "w") as f:
-                json.dump(run_info, f, indent=2)
-        with open(os.path.join(self.run_dir, "config.json"), "w") as f:
-            json.dump(config.to_dict(), f, indent=2)
+            _write_json(os.path.join(self.run_dir, "run.json"), run_info)
+        _write_json(os.path.join(self.run_dir, "config.json"), config.to_dict())
         if self._writer is not None:
             self._writer.add_text("config", "```\n" + json.dumps(config.to_dict(), indent=2) + "\n```", 0)
 
-    def message(self, text: str) -> None:
+    def message(self, text: str, important: bool = False) -> None:
+        """A line on the console; ``important`` ones go to stderr when there is none."""
         if self._console is not None:
             self._console.print(text)
+        elif important and self.is_main:
+            print(text, file=sys.stderr, flush=True)
+
+    @contextlib.contextmanager
+    def status(self, text: str):
+        """Show ``text`` with the seconds it has lasted in the progress bar (a terminal),
+        or print it once (a log file)."""
+        if self._progress is not None and self._console.is_terminal:
+            self._progress.update(self._task, status=text, status_since=time.monotonic())
+            try:
+                yield
+            finally:
+                self._progress.update(self._task, status=None, status_since=None)
+        else:
+            self.message(f"{text} ...")
+            yield
 
     def log(self, iteration: int, metrics: Mapping[str, float]) -> None:
         if not self.is_main:
@@ -145,8 +193,7 @@ class MetricsLogger:
         metrics = dict(metrics)
         metrics.update(device_memory())
         record = {"iteration": iteration, "time": time.time(), **{k: float(v) for k, v in metrics.items()}}
-        self._jsonl.write(json.dumps(record) + "\n")
-        self._jsonl.flush()
+        _append_line(self._jsonl_fd, self.jsonl_path, json.dumps(record) + "\n")
         if self._writer is not None:
             for name, value in metrics.items():
                 section = "eval" if name.startswith("eval_") else _SECTIONS.get(name, "selfplay")
@@ -156,19 +203,104 @@ class MetricsLogger:
             self._console.print(format_line(iteration, self.total, metrics))
             self._progress.update(self._task, completed=iteration)
 
-    def close(self) -> None:
+    def stop_progress(self) -> None:
+        """Stop the live progress bar (it is drawn one last time)."""
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+
+    def close(self) -> None:
+        self.stop_progress()
         if self._writer is not None:
-            self._writer.close()
+            try:
+                self._writer.close()
+            except OSError:
+                pass  # a full disk: the events written so far stay
             self._writer = None
-        if self._jsonl is not None:
-            self._jsonl.close()
-            self._jsonl = None
+        if self._jsonl_fd is not None:
+            os.close(self._jsonl_fd)
+            self._jsonl_fd = None
+
+
+def _write_json(path: str, data) -> None:
+    """Write a JSON file whole or not at all (a full disk leaves the old one)."""
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=2)
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise OSError(e.errno, f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _append_line(fd: int, path: str, line: str) -> None:
+    """Append ``line`` to the file open as ``fd`` (``O_APPEND``); on failure cut the
+    file back to its size before, so no partial line stays, and raise ``OSError``."""
+    data = line.encode()
+    size = os.fstat(fd).st_size
+    try:
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+    except OSError as e:
+        try:
+            os.ftruncate(fd, size)
+        except OSError:
+            pass
+        raise OSError(e.errno, f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _parse_lines(lines: list[str], path: str, strict: bool) -> list[dict]:
+    records = []
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            if i == last or not strict:
+                continue  # a partial last line (a crash or a full disk while writing it)
+            raise ValueError(f"{path}:{i + 1} is not a JSON line: {line[:80]!r}") from None
+    return records
+
+
+def rewind_jsonl(path: str, iteration: int) -> None:
+    """Cut a ``metrics.jsonl`` back to the records of iterations ``<= iteration`` (and
+    drop lines that are not JSON, e.g. a partial last line), replacing the file
+    atomically; nothing happens when it is already so."""
+    if not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    records = _parse_lines(text.splitlines(), path, strict=False)
+    kept = [r for r in records if isinstance(r, dict) and r.get("iteration", 0) <= iteration]
+    new_text = "".join(json.dumps(r) + "\n" for r in kept)
+    if new_text == text:
+        return
+    _write_text(path, new_text)
+
+
+def _write_text(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise OSError(e.errno, f"cannot rewrite {path}: {e.strerror or e}") from None
 
 
 def read_jsonl(path: str) -> list[dict]:
-    """The records of a ``metrics.jsonl`` file."""
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The records of a ``metrics.jsonl`` file. A partial last line (a run killed or
+    out of disk while writing it) is skipped; a bad line elsewhere raises ``ValueError``."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return _parse_lines(f.read().splitlines(), path, strict=True)
