@@ -73,7 +73,7 @@ class TrainConfig:
 
     A resumed run (``--resume``) must keep the saved run's values except for
     ``num_iterations``, ``checkpoint_every``, ``keep_checkpoints``, ``tensorboard``,
-    ``distributed``, ``compilation_cache``, ``run_dir`` and the evaluation keys
+    ``distributed``, ``distributed_timeout``, ``compilation_cache``, ``run_dir`` and the evaluation keys
     (``eval_every``, ``eval_opponents``, ``eval_games``, ``eval_simulations``): these
     change how the run is kept and watched, not what an iteration computes.
     ``num_iterations`` and ``decay_steps`` may change only while the learning-rate
