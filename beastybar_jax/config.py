@@ -1,20 +1,34 @@
 """The training configuration: typed dataclasses, YAML loading, overrides and validation.
 
-A config file is YAML with the top-level training fields and two nested sections,
-``network:`` (:class:`~beastybar_jax.network.NetworkConfig`) and ``search:``
-(:class:`~beastybar_jax.search.SearchConfig`)::
+A config file is YAML with the run's shared keys at the top level, the network in a
+``network:`` section (:class:`~beastybar_jax.network.NetworkConfig`) and each
+algorithm's own keys in its section (``alphazero:``, ``ppo:``); only the section of
+the ``algorithm`` the run uses matters::
 
+    name: quick
+    algorithm: alphazero
     num_games: 64
-    search:
-      num_simulations: 16
     network:
       width: 64
+    alphazero:
+      moves_per_iteration: 24
+      search:
+        num_simulations: 16
 
-Command-line overrides (``--set search.num_simulations=32``) are parsed with
+Command-line overrides (``--set alphazero.search.num_simulations=32``) are parsed with
 ``yaml.safe_load`` and applied to the raw dictionary before it becomes a
 :class:`TrainConfig`, so unknown keys, wrong types and impossible values are all
 caught by the same checks, before anything is compiled, with a message naming the
 key and the fix.
+
+Configuration is plain data: this module imports no agents, checkpoints or training
+code. Checks that need them (that ``eval_opponents`` name agents that exist) run where
+those are used, before compiling (:mod:`beastybar_jax.training.evaluation`).
+
+Before 0.2 the AlphaZero keys (``num_games`` aside) sat at the top level
+(``moves_per_iteration: 24``, ``search: {...}``, ``--set search.num_simulations=8``).
+Those names still work and are moved into the ``alphazero`` section with a
+``FutureWarning``; update configs to the sectioned form.
 """
 
 from __future__ import annotations
@@ -25,118 +39,143 @@ import math
 import os
 import types
 import typing
+import warnings
 from typing import Any, Iterable, Mapping
 
 import yaml
 
-from beastybar_jax.game import BEASTYBAR, Game
+from beastybar_jax.alphazero.config import AlphaZeroConfig
+from beastybar_jax.games import GAME_NAMES, UnknownGameError, get_game
 from beastybar_jax.network import NetworkConfig
-from beastybar_jax.search import SearchConfig
+from beastybar_jax.ppo.config import PPOConfig
+from beastybar_jax.validation import ConfigError, check, check_at_least, check_finite_nonnegative
 
+__all__ = [
+    "ALGORITHM_NAMES", "AlphaZeroConfig", "ConfigError", "NetworkConfig", "PPOConfig", "TrainConfig",
+    "apply_overrides", "config_diff", "get_game", "load_config", "parse_override", "read_yaml", "validate",
+]
 
-class ConfigError(ValueError):
-    """A config key is unknown, has the wrong type or an impossible value."""
-
-
-GAMES: dict[str, Game] = {"beastybar": BEASTYBAR}
-"""Games a config may name; another game registers its :class:`~beastybar_jax.game.Game` here."""
-
-
-def get_game(name: str) -> Game:
-    if name not in GAMES:
-        raise ConfigError(f"config key 'game' must be one of {', '.join(sorted(GAMES))}, got {name!r}")
-    return GAMES[name]
+ALGORITHM_NAMES = ("alphazero", "ppo")
+"""Values of the ``algorithm`` key; each names a package with an :class:`~beastybar_jax.training.algorithm.Algorithm`."""
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """Everything a training run needs. Defaults are a moderate single-GPU run.
 
-    Self-play: ``num_games`` games are played side by side; each iteration advances
-    every game ``moves_per_iteration`` moves (a finished game restarts at once), so
-    an iteration plays ``num_games * moves_per_iteration`` moves and searches.
-    Games carry over between iterations; a game's positions enter the replay buffer
-    when it ends, labelled with its outcome.
+    Shared by every algorithm: the run (``name``, ``game``, ``algorithm``,
+    ``run_dir``, ``seed``, ``num_iterations``), ``num_games`` games played side by
+    side, the optimizer, checkpoints and logging, periodic evaluation and the
+    network. The optimizer is AdamW on a schedule: linear warmup for
+    ``warmup_steps`` updates, then a cosine to ``learning_rate *
+    final_learning_rate_fraction`` at update ``decay_steps`` (0: the run's last
+    update), with gradients clipped to ``max_grad_norm``.
 
-    Action selection: for a game's first ``temperature_drop_move`` moves the move is
-    drawn from the search's policy target raised to ``1 / temperature``; later moves
-    use ``final_temperature``. A temperature of 0 plays the search's own choice
-    (for Gumbel MuZero: the sequential-halving winner under its root Gumbel noise;
-    for PUCT: the most visited action).
-
-    Learning: once the buffer holds ``min_buffer_size`` positions, each iteration
-    takes ``updates_per_iteration`` AdamW steps on minibatches of ``batch_size``
-    positions drawn uniformly from the buffer. The learning rate warms up linearly
-    for ``warmup_steps`` updates, then follows a cosine to
-    ``learning_rate * final_learning_rate_fraction`` at update ``decay_steps``
-    (0: the run's last update).
+    A resumed run (``--resume``) must keep the saved run's values except for
+    ``num_iterations``, ``checkpoint_every``, ``keep_checkpoints``, ``tensorboard``,
+    ``distributed``, ``distributed_timeout``, ``compilation_cache``, ``run_dir`` and the evaluation keys
+    (``eval_every``, ``eval_opponents``, ``eval_games``, ``eval_simulations``): these
+    change how the run is kept and watched, not what an iteration computes.
+    ``num_iterations`` and ``decay_steps`` may change only while the learning-rate
+    schedule stays the same: with ``decay_steps: 0`` the cosine ends at the run's last
+    update, so a longer run needs ``decay_steps`` set to the saved run's value (the
+    error says which) or ``--allow-schedule-change``.
     """
 
     # run
     name: str = "beastybar"
-    game: str = "beastybar"  # a name in GAMES
+    game: str = "beastybar"  # a name in beastybar_jax.games
+    algorithm: str = "alphazero"  # one of ALGORITHM_NAMES
     run_dir: str = "runs/{name}"  # "{name}" is replaced by ``name``
     seed: int = 0
     num_iterations: int = 200
-    # self-play
-    num_games: int = 1024
-    moves_per_iteration: int = 24
-    temperature: float = 1.0
-    temperature_drop_move: int = 8
-    final_temperature: float = 0.0
-    # replay
-    buffer_size: int = 262_144
-    min_buffer_size: int = 16_384
-    # learning
-    batch_size: int = 1024
-    updates_per_iteration: int = 32
+    num_games: int = 1024  # games played side by side
+    # optimizer
     learning_rate: float = 1e-3
     warmup_steps: int = 200
     decay_steps: int = 0
     final_learning_rate_fraction: float = 0.1
     weight_decay: float = 1e-4
     max_grad_norm: float = 1.0
-    value_loss_weight: float = 1.0
-    aux_loss_weight: float = 0.25  # used when network.aux_score_head is on
     # checkpoints, logging, scale-out
     checkpoint_every: int = 10
     keep_checkpoints: int = 3
     tensorboard: bool = True
-    distributed: bool = False  # call jax.distributed.initialize() (multi-host)
+    distributed: bool = False  # join a multi-process run (beastybar_jax.training.distributed)
+    distributed_timeout: int = 300  # seconds to wait for the coordinator / the other processes
+    compilation_cache: bool = True  # JAX's persistent compilation cache (beastybar_jax.training.compilation)
     # periodic evaluation against fixed opponents (0 = off)
     eval_every: int = 0
     eval_opponents: tuple[str, ...] = ("random", "heuristic")
     eval_games: int = 100
     eval_simulations: int = 0  # 0: the raw policy (argmax); > 0: network + search
-    # sub-configs
+    # sections
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
-    search: SearchConfig = dataclasses.field(default_factory=SearchConfig)
+    alphazero: AlphaZeroConfig = dataclasses.field(default_factory=AlphaZeroConfig)
+    ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
 
     @property
     def resolved_run_dir(self) -> str:
         return self.run_dir.replace("{name}", self.name)
 
     @property
-    def total_updates(self) -> int:
-        return self.num_iterations * self.updates_per_iteration
-
-    @property
-    def lr_decay_steps(self) -> int:
-        return self.decay_steps if self.decay_steps > 0 else max(self.total_updates, self.warmup_steps + 1)
+    def section(self):
+        """The config section of the run's ``algorithm``."""
+        return getattr(self, self.algorithm)
 
     def to_dict(self) -> dict:
         """A JSON/YAML-ready nested dict (tuples become lists)."""
         return _to_plain(dataclasses.asdict(self))
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "TrainConfig":
-        """Build and validate a config from a nested dict (missing keys take defaults)."""
-        config = _build(cls, data, prefix="")
+    def from_dict(cls, data: Mapping[str, Any], *, warn_legacy: bool = True) -> "TrainConfig":
+        """Build and validate a config from a nested dict (missing keys take defaults).
+
+        Pre-0.2 top-level AlphaZero keys are moved into the ``alphazero`` section (with a
+        ``FutureWarning`` unless ``warn_legacy`` is False, e.g. for saved checkpoints)."""
+        config = _build(cls, move_legacy_keys(data, warn=warn_legacy), prefix="")
         validate(config)
         return config
 
     def replace(self, **changes) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
+
+    def __getattr__(self, name: str):
+        # Only reached for names that are not fields: pre-0.2 code reading
+        # ``config.search`` or ``config.batch_size`` gets the alphazero section's value.
+        if name in LEGACY_ALPHAZERO_KEYS:
+            warnings.warn(f"TrainConfig.{name} moved to TrainConfig.alphazero.{name}", FutureWarning, stacklevel=2)
+            return getattr(self.alphazero, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+LEGACY_ALPHAZERO_KEYS = frozenset(f.name for f in dataclasses.fields(AlphaZeroConfig))
+
+
+def move_legacy_keys(data: Mapping[str, Any], *, warn: bool = True) -> dict:
+    """A copy of a raw config dict with pre-0.2 top-level AlphaZero keys moved into
+    ``alphazero``. A key given both ways is an error."""
+    if not isinstance(data, Mapping):
+        return data  # _build reports the type
+    data = dict(data)
+    legacy = [k for k in data if k in LEGACY_ALPHAZERO_KEYS]
+    if not legacy:
+        return data
+    section = data.get("alphazero")
+    section = dict(section) if isinstance(section, Mapping) else ({} if section is None else section)
+    if not isinstance(section, dict):
+        return data  # _build reports "section 'alphazero' must be a mapping"
+    for key in legacy:
+        if key in section:
+            raise ConfigError(f"config key {key!r} is given both at the top level (its pre-0.2 place) and as "
+                              f"'alphazero.{key}': keep only 'alphazero.{key}'")
+        section[key] = data.pop(key)
+    data["alphazero"] = section
+    if warn:
+        moved = ", ".join(sorted(legacy))
+        warnings.warn(f"config keys moved into the 'alphazero' section: {moved}; write them as alphazero.<key> "
+                      f"(the old names still work for now)", FutureWarning, stacklevel=3)
+    return data
 
 
 def _to_plain(x):
@@ -145,9 +184,6 @@ def _to_plain(x):
     if isinstance(x, (list, tuple)):
         return [_to_plain(v) for v in x]
     return x
-
-
-_SECTIONS = {"network": NetworkConfig, "search": SearchConfig}
 
 
 def _build(cls, data: Mapping[str, Any], prefix: str):
@@ -165,17 +201,20 @@ def _build(cls, data: Mapping[str, Any], prefix: str):
     values = {}
     for key, value in data.items():
         full = prefix + key
-        sub = _SECTIONS.get(key) if not prefix else None
-        if sub is not None:
-            values[key] = _build(sub, value if value is not None else {}, prefix=full + ".")
+        if dataclasses.is_dataclass(hints[key]):  # a section
+            values[key] = _build(hints[key], value if value is not None else {}, prefix=full + ".")
         else:
             values[key] = _coerce(full, value, hints[key])
     try:
         return cls(**values)
     except ConfigError:
         raise
-    except (ValueError, TypeError) as e:  # a sub-config's own checks (e.g. NetworkConfig.__post_init__)
-        raise ConfigError(str(e)) from None
+    except (ValueError, TypeError) as e:  # a section's own checks (e.g. SearchConfig.__post_init__)
+        message = str(e)
+        short = prefix.rstrip(".").rsplit(".", 1)[-1] + "."  # "search." of "alphazero.search."
+        if prefix and message.startswith(short) and not message.startswith(prefix):
+            message = prefix + message[len(short):]  # name the key by its full path
+        raise ConfigError(message) from None
 
 
 def _coerce(key: str, value: Any, annotation) -> Any:
@@ -226,105 +265,70 @@ def _coerce(key: str, value: Any, annotation) -> Any:
     return value  # unannotated / Any
 
 
-def _check(ok: bool, key: str, message: str) -> None:
-    if not ok:
-        raise ConfigError(f"config key {key!r} {message}")
-
-
 def validate(config: TrainConfig, num_devices: int | None = None) -> None:
     """Raise :class:`ConfigError` naming the key and the fix when a value is impossible.
 
     ``num_devices`` (the devices training will shard over) adds the divisibility checks.
     """
     c = config
-    _check(bool(c.name) and "/" not in c.name, "name", f"must be a non-empty name without '/', got {c.name!r}")
-    max_game_length = get_game(c.game).max_game_length
-    _check(bool(c.run_dir), "run_dir", "must be a directory path, e.g. runs/{name}")
-    _check(c.num_iterations >= 1, "num_iterations", f"must be >= 1, got {c.num_iterations}")
-    _check(c.num_games >= 1, "num_games", f"must be >= 1 (games played side by side), got {c.num_games}")
-    _check(c.moves_per_iteration >= 1, "moves_per_iteration", f"must be >= 1, got {c.moves_per_iteration}")
-    _check(c.temperature >= 0, "temperature", f"must be >= 0 (0 = the search's choice), got {c.temperature}")
-    _check(c.final_temperature >= 0, "final_temperature", f"must be >= 0, got {c.final_temperature}")
-    _check(c.temperature_drop_move >= 0, "temperature_drop_move", f"must be >= 0, got {c.temperature_drop_move}")
-    _check(c.buffer_size >= 1, "buffer_size", f"must be >= 1, got {c.buffer_size}")
-    _check(c.min_buffer_size >= 1, "min_buffer_size", f"must be >= 1, got {c.min_buffer_size}")
-    _check(
-        c.min_buffer_size <= c.buffer_size, "min_buffer_size",
-        f"({c.min_buffer_size}) must not exceed buffer_size ({c.buffer_size}), or training never starts: "
-        f"lower min_buffer_size or raise buffer_size",
-    )
-    _check(
-        c.buffer_size >= c.num_games * max_game_length, "buffer_size",
-        f"({c.buffer_size}) must hold at least one finished game per slot, num_games * the game's longest "
-        f"game ({max_game_length} turns) = {c.num_games * max_game_length}: raise buffer_size or lower num_games",
-    )
-    _check(c.batch_size >= 1, "batch_size", f"must be >= 1, got {c.batch_size}")
-    _check(c.updates_per_iteration >= 0, "updates_per_iteration", f"must be >= 0, got {c.updates_per_iteration}")
-    for key in ("learning_rate",):
-        value = getattr(c, key)
-        _check(math.isfinite(value) and value > 0, key, f"must be a positive number, got {value}")
-    _check(c.warmup_steps >= 0, "warmup_steps", f"must be >= 0, got {c.warmup_steps}")
-    _check(c.decay_steps >= 0, "decay_steps", f"must be >= 0 (0 = the run's last update), got {c.decay_steps}")
-    _check(0 <= c.final_learning_rate_fraction <= 1, "final_learning_rate_fraction",
-           f"must be in [0, 1], got {c.final_learning_rate_fraction}")
-    for key in ("weight_decay", "value_loss_weight", "aux_loss_weight"):
-        value = getattr(c, key)
-        _check(math.isfinite(value) and value >= 0, key, f"must be >= 0, got {value}")
-    _check(c.max_grad_norm > 0, "max_grad_norm", f"must be > 0, got {c.max_grad_norm}")
-    _check(c.checkpoint_every >= 0, "checkpoint_every", f"must be >= 0 (0 = only at the end), got {c.checkpoint_every}")
-    _check(c.keep_checkpoints >= 1, "keep_checkpoints", f"must be >= 1, got {c.keep_checkpoints}")
-    _check(c.eval_every >= 0, "eval_every", f"must be >= 0 (0 = off), got {c.eval_every}")
-    _check(c.eval_games >= 1, "eval_games", f"must be >= 1, got {c.eval_games}")
-    _check(all(isinstance(o, str) and o for o in c.eval_opponents), "eval_opponents",
-           "must be a list of agent names such as [random, heuristic]")
-    _check(c.eval_simulations >= 0, "eval_simulations", f"must be >= 0 (0 = raw policy), got {c.eval_simulations}")
-    if c.eval_every:
-        from beastybar_jax.agents import AgentSpecError, make_agent
-
-        for name in c.eval_opponents:
-            try:
-                make_agent(name)
-            except (AgentSpecError, FileNotFoundError) as e:
-                raise ConfigError(f"config key 'eval_opponents': {e}") from None
+    check(bool(c.name) and "/" not in c.name, "name", f"must be a non-empty name without '/', got {c.name!r}")
+    try:
+        game = get_game(c.game)
+    except UnknownGameError:
+        raise ConfigError(f"config key 'game' must be one of {', '.join(GAME_NAMES)}, got {c.game!r}") from None
+    check(c.algorithm in ALGORITHM_NAMES, "algorithm", f"must be one of {', '.join(ALGORITHM_NAMES)}, got {c.algorithm!r}")
+    check(bool(c.run_dir), "run_dir", "must be a directory path, e.g. runs/{name}")
+    check(0 <= c.seed < 2**63, "seed", f"must be an integer in [0, 2**63), got {c.seed}")
+    check_at_least(c.num_iterations, 1, "num_iterations")
+    check_at_least(c.num_games, 1, "num_games", " (games played side by side)")
+    check(math.isfinite(c.learning_rate) and c.learning_rate > 0, "learning_rate",
+          f"must be a positive number, got {c.learning_rate}")
+    check_at_least(c.warmup_steps, 0, "warmup_steps")
+    check(c.decay_steps >= 0, "decay_steps", f"must be >= 0 (0 = the run's last update), got {c.decay_steps}")
+    check(0 <= c.final_learning_rate_fraction <= 1, "final_learning_rate_fraction",
+          f"must be in [0, 1], got {c.final_learning_rate_fraction}")
+    check_finite_nonnegative(c.weight_decay, "weight_decay")
+    check(c.max_grad_norm > 0, "max_grad_norm", f"must be > 0, got {c.max_grad_norm}")
+    check(c.checkpoint_every >= 0, "checkpoint_every", f"must be >= 0 (0 = only at the end), got {c.checkpoint_every}")
+    check_at_least(c.keep_checkpoints, 1, "keep_checkpoints")
+    check_at_least(c.distributed_timeout, 1, "distributed_timeout")
+    check(c.eval_every >= 0, "eval_every", f"must be >= 0 (0 = off), got {c.eval_every}")
+    check_at_least(c.eval_games, 1, "eval_games")
+    check(all(isinstance(o, str) and o for o in c.eval_opponents), "eval_opponents",
+          "must be a list of agent names such as [random, heuristic]")
+    check(c.eval_simulations >= 0, "eval_simulations", f"must be >= 0 (0 = raw policy), got {c.eval_simulations}")
 
     n = c.network
-    _check(n.torso in ("mlp", "attention"), "network.torso", f"must be 'mlp' or 'attention', got {n.torso!r}")
-    _check(n.width >= 1, "network.width", f"must be >= 1, got {n.width}")
-    _check(n.depth >= 0, "network.depth", f"must be >= 0, got {n.depth}")
-    _check(n.num_heads >= 1, "network.num_heads", f"must be >= 1, got {n.num_heads}")
+    check(n.torso in ("mlp", "attention"), "network.torso", f"must be 'mlp' or 'attention', got {n.torso!r}")
+    check_at_least(n.width, 1, "network.width")
+    check_at_least(n.depth, 0, "network.depth")
+    check_at_least(n.num_heads, 1, "network.num_heads")
     if n.torso == "attention":
-        _check(n.width % n.num_heads == 0, "network.num_heads",
-               f"({n.num_heads}) must divide network.width ({n.width}) for the attention torso")
-    _check(n.dtype in ("float32", "bfloat16"), "network.dtype", f"must be 'float32' or 'bfloat16', got {n.dtype!r}")
+        check(n.width % n.num_heads == 0, "network.num_heads",
+              f"({n.num_heads}) must divide network.width ({n.width}) for the attention torso")
+        check(game.observation_tokens is not None, "network.torso",
+              f"'attention' needs a game with observation tokens; {game.name} has none: use 'mlp'")
+    check(n.dtype in ("float32", "bfloat16"), "network.dtype", f"must be 'float32' or 'bfloat16', got {n.dtype!r}")
 
-    s = c.search
-    _check(s.algorithm in ("gumbel", "puct"), "search.algorithm", f"must be 'gumbel' or 'puct', got {s.algorithm!r}")
-    _check(s.num_simulations >= 1, "search.num_simulations",
-           f"must be >= 1, got {s.num_simulations}: set a positive number of simulations per move")
-    _check(s.num_determinizations >= 1, "search.num_determinizations", f"must be >= 1, got {s.num_determinizations}")
-    _check(s.max_num_considered_actions >= 1, "search.max_num_considered_actions",
-           f"must be >= 1, got {s.max_num_considered_actions}")
-    for key in ("gumbel_scale", "pb_c_init", "pb_c_base", "dirichlet_alpha", "dirichlet_fraction", "value_scale",
-                "maxvisit_init"):
-        value = getattr(s, key)
-        _check(value >= 0, "search." + key, f"must be >= 0, got {value}")
-    _check(s.dirichlet_fraction <= 1, "search.dirichlet_fraction", f"must be in [0, 1], got {s.dirichlet_fraction}")
+    section = c.section
+    section.validate(num_games=c.num_games, max_game_length=game.max_game_length, prefix=c.algorithm + ".")
 
     if num_devices is not None and num_devices > 1:
-        for key in ("num_games", "batch_size", "buffer_size"):
-            value = getattr(c, key)
-            _check(value % num_devices == 0, key,
-                   f"({value}) must be divisible by the number of devices ({num_devices}) to split it across "
-                   f"them: use a multiple of {num_devices}, e.g. {max(num_devices, value // num_devices * num_devices)}")
+        split = [("num_games", c.num_games)] + [(f"{c.algorithm}.{k}", getattr(section, k))
+                                                for k in section.split_keys()]
+        for key, value in split:
+            check(value % num_devices == 0, key,
+                  f"({value}) must be divisible by the number of devices ({num_devices}) to split it across "
+                  f"them: use a multiple of {num_devices}, e.g. {max(num_devices, value // num_devices * num_devices)}")
 
 
 # ----------------------------------------------------------------------------- files and overrides
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """``"search.num_simulations=32"`` -> ``(["search", "num_simulations"], 32)``."""
+    """``"alphazero.search.num_simulations=32"`` -> ``(["alphazero", "search", "num_simulations"], 32)``."""
     if "=" not in text:
-        raise ConfigError(f"--set expects key=value (e.g. --set search.num_simulations=32), got {text!r}")
+        raise ConfigError(f"--set expects key=value (e.g. --set alphazero.search.num_simulations=32), got {text!r}")
     key, raw = text.split("=", 1)
     key = key.strip()
     if not key or any(not part for part in key.split(".")):
@@ -337,10 +341,17 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict:
-    """A copy of the raw nested dict with each ``key=value`` override applied."""
+    """A copy of the raw nested dict with each ``key=value`` override applied.
+
+    A pre-0.2 key (``search.num_simulations``, ``batch_size``) is rewritten to its
+    ``alphazero.`` place with a ``FutureWarning``."""
     data = json.loads(json.dumps(dict(data)))  # deep copy of plain data
     for text in overrides:
         path, value = parse_override(text)
+        if path[0] in LEGACY_ALPHAZERO_KEYS:
+            warnings.warn(f"--set {'.'.join(path)}: this key moved to alphazero.{'.'.join(path)}",
+                          FutureWarning, stacklevel=2)
+            path = ["alphazero", *path]
         node = data
         for part in path[:-1]:
             child = node.get(part)
@@ -357,11 +368,15 @@ def read_yaml(path: str | os.PathLike) -> dict:
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ConfigError(f"config file {path!r} does not exist (configs live in configs/, e.g. configs/quick.yaml)")
-    with open(path) as f:
-        try:
+    if os.path.isdir(path):
+        raise ConfigError(f"config file {path!r} is a directory; give a YAML file such as configs/quick.yaml")
+    try:
+        with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)
-        except yaml.YAMLError as e:
-            raise ConfigError(f"config file {path!r} is not valid YAML: {e}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {path!r} is not valid YAML: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"config file {path!r} cannot be read as YAML text: {e}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -372,6 +387,7 @@ def read_yaml(path: str | os.PathLike) -> dict:
 def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] = ()) -> TrainConfig:
     """Read a YAML config (or start from the defaults), apply ``--set`` overrides, validate."""
     data = read_yaml(path) if path is not None else {}
+    data = move_legacy_keys(data)
     return TrainConfig.from_dict(apply_overrides(data, overrides))
 
 

@@ -7,7 +7,8 @@ Usage::
 All games of the file are replayed at once: one ``jax.jit`` of a ``lax.scan``
 over turns of a ``vmap`` over games. At every turn the player to move, the legal
 move set, queue (order and owners), bar, THAT'S IT, hands, deck sizes and the
-terminal flag are compared; then the final scores. Exit status 1 on any mismatch.
+terminal flag are compared; then the final scores. Exit status 1 on any mismatch,
+2 (with one line) when the file is missing or not a trace file.
 """
 
 from __future__ import annotations
@@ -58,14 +59,37 @@ def _card_set(pairs) -> np.ndarray:
     return out
 
 
+class TraceFileError(ValueError):
+    """A trace file is missing, unreadable or not in the trace format."""
+
+
 def load_traces(path: str) -> Traces:
-    """Parse a ``.jsonl`` or ``.jsonl.gz`` trace file into arrays."""
+    """Parse a ``.jsonl`` or ``.jsonl.gz`` trace file into arrays. Raises
+    :class:`TraceFileError` (one line, naming the file and line) for a missing or
+    unreadable file, a line that is not JSON, or a game that is not a trace."""
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        records = [json.loads(line) for line in f if line.strip()]
+    records = []
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except ValueError as e:
+                    raise TraceFileError(f"{path}:{number} is not a JSON line ({e})") from None
+    except TraceFileError:
+        raise
+    except IsADirectoryError:
+        raise TraceFileError(f"{path} is a directory, not a trace file (.jsonl or .jsonl.gz)") from None
+    except (OSError, EOFError, UnicodeDecodeError) as e:  # missing, unreadable, not gzip, binary
+        raise TraceFileError(f"{path} cannot be read as a trace file (.jsonl or .jsonl.gz): {e}") from None
     if not records:
-        raise ValueError(f"{path}: no games found")
-    return encode_games(records)
+        raise TraceFileError(f"{path}: no games found")
+    try:
+        return encode_games(records)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        raise TraceFileError(f"{path} is not in the trace format: {type(e).__name__}: {e}") from None
 
 
 def encode_games(records: Iterable[dict]) -> Traces:
@@ -193,7 +217,11 @@ def main(argv=None) -> int:
     parser.add_argument("file", help="trace file (.jsonl or .jsonl.gz)")
     parser.add_argument("--show", type=int, default=5, help="differences to print in detail")
     args = parser.parse_args(argv)
-    traces = load_traces(args.file)
+    try:
+        traces = load_traces(args.file)
+    except TraceFileError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     report = check(traces)
     for g, i, field, want, got in report.mismatches[: args.show]:
         where = f"game {g} (seed {traces.seeds[g]})" + ("" if i is None else f" turn {i}")

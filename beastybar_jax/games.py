@@ -13,6 +13,8 @@ import importlib
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 
 class TokenLayout(NamedTuple):
@@ -51,8 +53,64 @@ class Game(NamedTuple):
     action_names: tuple = ()
     # render_state(state, viewer or None) -> str; viewer hides what that player cannot see.
     render_state: Optional[Callable[..., str]] = None
-    # render_action(action, state before it or None) -> str.
+    # render_action(action, state before it or None, viewer or None) -> str.
     render_action: Optional[Callable[..., str]] = None
+    # describe_move(state before, state after, action, viewer) -> str: what the move did,
+    # told from viewer's side (play.py). None: play.py shows the table after the move.
+    describe_move: Optional[Callable[..., str]] = None
+    # points(state) -> int[num_players]: the players' points, for games that count points
+    # (play.py's final score line). None: only the result is told.
+    points: Optional[Callable[[Any], Any]] = None
+    # The network's auxiliary head predicts score_margin / score_margin_scale (keep it near [-1, 1]).
+    score_margin_scale: float = 1.0
+
+
+class GameInputError(ValueError):
+    """An action or player id a game function cannot take: a non-integer dtype (found
+    at trace time under ``jit``), or a concrete player id out of range."""
+
+
+def _require_integer(x, what: str, num: int) -> None:
+    dtype = np.dtype(getattr(x, "dtype", None) or np.asarray(x).dtype)
+    if not np.issubdtype(dtype, np.integer):
+        raise GameInputError(f"{what} must be an integer id in 0..{num - 1}, got dtype {dtype}: round it or cast "
+                             f"it to an integer type first (e.g. int(a), a.astype(jnp.int32))")
+
+
+def as_action(action, num_actions: int) -> jax.Array:
+    """``action`` as an ``int32`` id for a game's ``step``: any id outside
+    ``0..num_actions-1`` becomes -1 (an illegal action, which forfeits), whatever its
+    integer width, so an ``int64`` 2**32 + 8 is not action 8. Raises
+    :class:`GameInputError` for a non-integer dtype (a float 8.9 is not action 8;
+    bools are not ids), at trace time under ``jit``."""
+    if isinstance(action, (bool, np.bool_)):
+        _require_integer(np.asarray(action), "action", num_actions)
+    if isinstance(action, int):  # a Python int of any size
+        return jnp.int32(action if 0 <= action < num_actions else -1)
+    _require_integer(action, "action", num_actions)
+    if isinstance(action, jax.Array):  # traced or on a device: compare in its own dtype
+        return jnp.where((action >= 0) & (action < num_actions), action, -1).astype(jnp.int32)
+    action = np.asarray(action)  # numpy: range-check before JAX narrows int64 to int32
+    return jnp.asarray(np.where((action >= 0) & (action < num_actions), action, -1).astype(np.int32))
+
+
+def as_player(player, num_players: int) -> jax.Array:
+    """``player`` as an ``int32`` id for ``observe``, ``sample_world`` and
+    ``score_margin``. A concrete id outside ``0..num_players-1`` raises
+    :class:`GameInputError`; a traced one is not checked (no runtime cost in the hot
+    loops), and the result for it is unspecified. Non-integer dtypes raise."""
+    if isinstance(player, (bool, np.bool_)):
+        _require_integer(np.asarray(player), "player", num_players)
+    if isinstance(player, int):
+        value = player
+    else:
+        _require_integer(player, "player", num_players)
+        if isinstance(player, jax.core.Tracer):
+            return jnp.asarray(player).astype(jnp.int32)
+        value = np.asarray(player)
+    if np.any((value < 0) | (value >= num_players)):
+        raise GameInputError(f"player must be in 0..{num_players - 1}, got {value}")
+    return jnp.asarray(np.asarray(value).astype(np.int32))
 
 
 # name -> (module, attribute); imported on first use, so this module imports no game.

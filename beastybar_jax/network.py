@@ -14,11 +14,10 @@ Two torsos share the same heads:
   zero is an empty queue place: it is masked out as an attention key and left out
   of the pooling, so empty places cannot influence the output.
 
-Which slice of the observation holds the card tokens is a :class:`TokenLayout`
-(``start``, ``num_tokens``, ``features``); :func:`make_network` defaults to the
-Beasty Bar layout taken from ``beastybar_jax.game.OBSERVATION_LAYOUT``, so the
-network itself knows nothing about the game and another game passes its own
-layout.
+Which slice of the observation holds the tokens is the game's
+:class:`~beastybar_jax.games.TokenLayout` (``Game.observation_tokens``: ``start``,
+``num_tokens``, ``features``); :func:`make_network` takes it from the game, so the
+network itself knows nothing about any game.
 
 Computation runs in ``config.dtype`` (float32 or bfloat16); parameters are kept
 in float32 and the heads run in float32, so every output is float32.
@@ -27,14 +26,14 @@ in float32 and the heads run in float32, so every output is float32.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, Optional
 
 import chex
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.game.env import BEASTYBAR_TOKENS, TokenLayout
+from beastybar_jax.games import Game, TokenLayout
 
 TORSOS = ("mlp", "attention")
 _HEAD_INIT = nn.initializers.variance_scaling(0.01, "fan_in", "truncated_normal")
@@ -209,12 +208,13 @@ class PolicyValueNet(nn.Module):
     Attributes:
       config: the :class:`NetworkConfig`.
       num_actions: ``A``, size of the policy head.
-      token_layout: card-token layout for the attention torso (ignored by ``"mlp"``).
+      token_layout: token layout for the attention torso (``None`` for games without
+        tokens; ignored by ``"mlp"``).
     """
 
     config: NetworkConfig
     num_actions: int
-    token_layout: TokenLayout = BEASTYBAR_TOKENS
+    token_layout: Optional[TokenLayout] = None
 
     @nn.compact
     def __call__(self, observation) -> NetworkOutput:
@@ -224,6 +224,9 @@ class PolicyValueNet(nn.Module):
         if cfg.torso == "mlp":
             features = MLPTorso(cfg.width, cfg.depth, dtype)(observation)
         else:
+            if self.token_layout is None:
+                raise ValueError("the attention torso needs the game's observation tokens (Game.observation_tokens); "
+                                 "this game has none: use network.torso=mlp")
             features = AttentionTorso(cfg.width, cfg.depth, cfg.num_heads, dtype, self.token_layout)(observation)
         # The heads are tiny; running them in float32 keeps logits and values precise
         # under bfloat16 compute.
@@ -240,13 +243,20 @@ class PolicyValueNet(nn.Module):
         return NetworkOutput(policy_logits=policy_logits, value=value, score_margin=score_margin)
 
 
-def make_network(config: NetworkConfig, num_actions: int,
-                 token_layout: TokenLayout = BEASTYBAR_TOKENS) -> PolicyValueNet:
-    """The network for a game with ``num_actions`` actions (Beasty Bar token layout
-    unless another is given)."""
+def make_network(config: NetworkConfig, game: Game | int,
+                 token_layout: TokenLayout | None = None) -> PolicyValueNet:
+    """The network for ``game``: ``game.num_actions`` policy logits and, for the attention
+    torso, the game's token layout (``game.observation_tokens``).
+
+    ``game`` may also be a number of actions, with ``token_layout`` given explicitly."""
     if not isinstance(config, NetworkConfig):
         raise TypeError(f"make_network expects a NetworkConfig, got {type(config).__name__}")
-    return PolicyValueNet(config=config, num_actions=int(num_actions), token_layout=TokenLayout(*token_layout))
+    if isinstance(game, Game):
+        num_actions, token_layout = game.num_actions, token_layout or game.observation_tokens
+    else:
+        num_actions = int(game)
+    layout = None if token_layout is None else TokenLayout(*token_layout)
+    return PolicyValueNet(config=config, num_actions=num_actions, token_layout=layout)
 
 
 def init_params(network: PolicyValueNet, key: jax.Array, observation_size: int):

@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import mctx
 
-from beastybar_jax.game.env import Game
+from beastybar_jax.games import Game
 
 ALGORITHMS = ("gumbel", "puct")
 

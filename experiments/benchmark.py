@@ -27,6 +27,10 @@ of the compiled function, each ended with ``block_until_ready``. A table is
 printed and the results are written as JSON.
 
 New subcommands (e.g. ``selfplay``) register a parser in ``SUBCOMMANDS``.
+
+Bad arguments (``--steps -5``, ``--repeats 0``, a missing ``--config``, an unknown
+``--set`` key) end in one line and exit code 2, before anything is compiled; the JSON
+output is only written when something was measured.
 """
 
 from __future__ import annotations
@@ -44,8 +48,9 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.game import BEASTYBAR, Game
-from beastybar_jax.metrics import format_rate
+from beastybar_jax.game import BEASTYBAR
+from beastybar_jax.games import Game
+from beastybar_jax.training.metrics import format_rate
 
 VARIANTS = ("step", "step+mask+obs")
 DEFAULT_BATCH_SIZES = tuple(4**k for k in range(11))  # 1 .. 2^20
@@ -144,6 +149,8 @@ def bench_env(
     sampler: str = "uniform", game: Game = BEASTYBAR,
 ) -> dict:
     """Compile and time one configuration; returns a result row."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
     key = jax.random.key(seed)
     init_key, key = jax.random.split(key)
     states = jax.block_until_ready(jax.jit(jax.vmap(game.init))(jax.random.split(init_key, batch_size)))
@@ -268,12 +275,23 @@ def run_env(args: argparse.Namespace) -> int:
             print(f"  batch {batch:>8} {variant:<14} {_fmt_rate(row['steps_per_second']):>9} steps/s "
                   f"({row['steps']} steps in {row['seconds']:.3f} s, compile {row['compile_seconds']:.1f} s)",
                   flush=True)
+    if not rows:
+        return nothing_measured(args.out)
     print_table(machine, rows)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(dict(benchmark="env", machine=machine, config=vars_for_json(args), results=rows), f, indent=2)
-    print(f"wrote {args.out}")
+    write_results(args.out, dict(benchmark="env", machine=machine, config=vars_for_json(args), results=rows))
     return 0
+
+
+def nothing_measured(out: str) -> int:
+    print(f"error: nothing was measured (every size ran out of memory); {out} left as it was", file=sys.stderr)
+    return 1
+
+
+def write_results(out: str, report: dict) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(report, f, indent=2)
+    print(f"wrote {out}")
 
 
 def vars_for_json(args: argparse.Namespace) -> dict:
@@ -284,9 +302,9 @@ def add_env_parser(subparsers) -> None:
     p = subparsers.add_parser("env", help="random legal play with auto-reset: step / step+mask+obs steps per second")
     p.add_argument("--batch-sizes", type=_parse_sizes, default=list(DEFAULT_BATCH_SIZES),
                    help="comma-separated batch sizes, e.g. 1,64,4096 or 2^12,2^16 (default 4^0..4^10 = 1..2^20)")
-    p.add_argument("--steps", type=int, default=0,
+    p.add_argument("--steps", type=int_at_least(0), default=0,
                    help="steps per timed run (default: 2^22 / batch, clipped to 16..512, a multiple of 16)")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per configuration; the best is kept")
+    p.add_argument("--repeats", type=int_at_least(1), default=3, help="timed runs per configuration; the best is kept")
     p.add_argument("--variant", choices=("both",) + VARIANTS, default="both")
     p.add_argument("--sampler", choices=tuple(SAMPLERS), default="uniform",
                    help="how random legal moves are drawn: one uniform number per game (default) or "
@@ -306,19 +324,20 @@ def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves
     """Compile and time one training iteration (self-play of ``num_moves`` moves in
     ``batch_size`` games with ``num_simulations`` simulations per move, replay insert
     and ``num_updates`` SGD steps) with ``base_config``'s network and search."""
-    from beastybar_jax import train
-    from beastybar_jax.config import get_game
+    from beastybar_jax.games import get_game
+    from beastybar_jax.training import make_trainer
 
     max_game_length = get_game(base_config.game).max_game_length
-    config = base_config.replace(
-        num_games=batch_size,
+    az = base_config.alphazero
+    config = base_config.replace(num_games=batch_size, alphazero=dataclasses.replace(
+        az,
         moves_per_iteration=num_moves,
         updates_per_iteration=num_updates,
-        buffer_size=max(base_config.batch_size, batch_size * max_game_length * 2),
+        buffer_size=max(az.batch_size, batch_size * max_game_length * 2),
         min_buffer_size=1,  # learn from the first finished games, so timed iterations include the updates
-        search=dataclasses.replace(base_config.search, num_simulations=num_simulations),
-    )
-    trainer = train.make_trainer(config)
+        search=dataclasses.replace(az.search, num_simulations=num_simulations),
+    ))
+    trainer = make_trainer(config)
     state = jax.block_until_ready(trainer.init(jax.random.key(0)))
     start = time.perf_counter()
     compiled = trainer.iteration.lower(state, jax.random.key(1)).compile()
@@ -339,12 +358,13 @@ def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves
         if seconds < best:
             best, games, trained = seconds, float(metrics["games_finished"]), float(metrics["trained"])
     moves = batch_size * num_moves
-    simulations = moves * num_simulations * config.search.num_determinizations
+    search = config.alphazero.search
+    simulations = moves * num_simulations * search.num_determinizations
     return dict(
         batch_size=batch_size, num_simulations=num_simulations, num_moves=num_moves,
-        num_updates=num_updates if trained else 0, minibatch=config.batch_size,
+        num_updates=num_updates if trained else 0, minibatch=config.alphazero.batch_size,
         network=f"{config.network.torso} {config.network.width}x{config.network.depth} {config.network.dtype}",
-        search=config.search.algorithm, num_determinizations=config.search.num_determinizations,
+        search=search.algorithm, num_determinizations=search.num_determinizations,
         iteration_seconds=best, simulations_per_second=simulations / best, moves_per_second=moves / best,
         games_per_minute=games / best * 60.0, compile_seconds=compile_s,
     )
@@ -364,14 +384,18 @@ def print_selfplay_table(machine: dict, rows: list[dict]) -> None:
 
 
 def run_selfplay(args: argparse.Namespace) -> int:
-    from beastybar_jax.config import load_config
+    from beastybar_jax.config import ConfigError, load_config
 
-    base = load_config(args.config, args.overrides)
+    try:
+        base = load_config(args.config, args.overrides)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
     machine = machine_info()
     rows = []
     for batch in args.batch_sizes:
         for sims in args.simulations:
-            updates = base.updates_per_iteration if args.updates < 0 else args.updates
+            updates = base.alphazero.updates_per_iteration if args.updates < 0 else args.updates
             row = unless_out_of_memory(f"batch {batch} sims {sims}", lambda: bench_selfplay(
                 base, batch, sims, args.moves, updates, args.repeats))
             if row is None:
@@ -380,13 +404,26 @@ def run_selfplay(args: argparse.Namespace) -> int:
             print(f"  games {batch:>6} sims {sims:>4}: {_fmt_rate(row['simulations_per_second']):>9} sims/s, "
                   f"{row['games_per_minute']:.0f} games/min, iteration {row['iteration_seconds']:.3f} s "
                   f"({row['num_updates']} updates), compile {row['compile_seconds']:.1f} s", flush=True)
+    if not rows:
+        return nothing_measured(args.out)
     print_selfplay_table(machine, rows)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(dict(benchmark="selfplay", machine=machine, config=vars_for_json(args), base_config=base.to_dict(),
-                       results=rows), f, indent=2)
-    print(f"wrote {args.out}")
+    write_results(args.out, dict(benchmark="selfplay", machine=machine, config=vars_for_json(args),
+                                 base_config=base.to_dict(), results=rows))
     return 0
+
+
+def int_at_least(minimum: int):
+    """An argparse type: an integer >= ``minimum``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
 
 
 def _parse_ints(text: str) -> list[int]:
@@ -409,10 +446,11 @@ def add_selfplay_parser(subparsers) -> None:
     p.add_argument("--batch-sizes", type=_parse_sizes, default=[2048, 4096],
                    help="games played side by side, e.g. 64,256 or 2^11,2^12 (default 2048,4096)")
     p.add_argument("--simulations", type=_parse_ints, default=[64], help="simulations per move, e.g. 16,64")
-    p.add_argument("--moves", type=int, default=24, help="moves per iteration (default 24)")
-    p.add_argument("--updates", type=int, default=-1,
+    p.add_argument("--moves", type=int_at_least(1), default=24, help="moves per iteration (default 24)")
+    p.add_argument("--updates", type=int_at_least(-1), default=-1,
                    help="SGD steps per iteration (default: the config's updates_per_iteration; 0: self-play only)")
-    p.add_argument("--repeats", type=int, default=3, help="timed iterations per configuration; the best is kept")
+    p.add_argument("--repeats", type=int_at_least(1), default=3,
+                   help="timed iterations per configuration; the best is kept")
     p.add_argument("--out", default="bench_results/selfplay.json", help="JSON output path")
     p.set_defaults(func=run_selfplay)
 
@@ -498,6 +536,74 @@ def run_endgames(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- ppo
+
+PPO_DEFAULT_CONFIG = "configs/ppo_h100.yaml"
+
+
+def bench_ppo(base_config, batch_size: int, repeats: int) -> dict:
+    """Compile and time whole PPO training iterations (``beastybar_jax.training.make_trainer``
+    with ``algorithm: ppo``): the rollout of ``batch_size`` games x ``rollout_length``
+    moves against the config's opponents, advantages, and ``num_epochs`` x
+    ``num_minibatches`` optimizer steps. ``steps_per_second`` counts every game move
+    (learner's and opponents'), ``learner_moves_per_second`` the learner's decisions."""
+    from beastybar_jax.training import make_trainer
+
+    config = base_config.replace(num_games=batch_size)
+    ppo = config.ppo
+    trainer = make_trainer(config)
+    state = jax.block_until_ready(trainer.init(jax.random.key(0)))
+    start = time.perf_counter()
+    compiled = trainer.iteration.lower(state, jax.random.key(1)).compile()
+    compile_s = time.perf_counter() - start
+
+    state, metrics = compiled(state, jax.random.key(100))  # warm-up
+    jax.block_until_ready(metrics)
+    best, learner_moves = float("inf"), 0.0
+    for r in range(repeats):
+        start = time.perf_counter()
+        state, metrics = compiled(state, jax.random.key(1000 + r))
+        metrics = jax.block_until_ready(metrics)
+        seconds = time.perf_counter() - start
+        if seconds < best:
+            best, learner_moves = seconds, float(metrics["learner_moves"])
+    moves = batch_size * ppo.rollout_length
+    return dict(
+        batch_size=batch_size, rollout_length=ppo.rollout_length, moves=moves, num_epochs=ppo.num_epochs,
+        num_minibatches=ppo.num_minibatches, minibatch=moves // ppo.num_minibatches,
+        opponents=dict(ppo.opponent_slots(batch_size)),
+        network=f"{config.network.torso} {config.network.width}x{config.network.depth} {config.network.dtype}",
+        iteration_seconds=best, steps_per_second=moves / best, learner_moves_per_second=learner_moves / best,
+        compile_seconds=compile_s,
+    )
+
+
+def run_ppo(args: argparse.Namespace) -> int:
+    from beastybar_jax.config import load_config
+
+    base = load_config(args.config, ["algorithm=ppo", *args.overrides])
+    machine = machine_info()
+    rows = []
+    for batch in args.batch_sizes or [base.num_games]:
+        row = unless_out_of_memory(f"batch {batch}", lambda: bench_ppo(base, batch, args.repeats))
+        if row is None:
+            continue
+        rows.append(row)
+        print(f"  games {batch:>7} x {row['rollout_length']} moves: {_fmt_rate(row['steps_per_second']):>9} steps/s "
+              f"({_fmt_rate(row['learner_moves_per_second'])} learner moves/s), "
+              f"iteration {row['iteration_seconds']:.3f} s "
+              f"with {row['num_epochs']} x {row['num_minibatches']} updates of {row['minibatch']}, "
+              f"compile {row['compile_seconds']:.1f} s", flush=True)
+    print(f"backend: {machine['backend']} ({machine['device']}, {machine['num_devices']} device(s)); "
+          f"cpu: {machine['cpu']} x{machine['cpu_count']}; jax {machine['jax']}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(dict(benchmark="ppo", machine=machine, config=vars_for_json(args), base_config=base.to_dict(),
+                       results=rows), f, indent=2)
+    print(f"wrote {args.out}")
+    return 0
+
+
 def _parse_modes(text: str) -> list[str]:
     from beastybar_jax.endgame.solver import MODES
 
@@ -519,24 +625,46 @@ def _parse_lanes(text: str) -> list[int]:
 
 def add_endgames_parser(subparsers) -> None:
     p = subparsers.add_parser("endgames", help="the exact endgame solver: positions solved per second")
-    p.add_argument("--positions", type=int, default=100_000, help="positions per batch (default %(default)s)")
+    p.add_argument("--positions", type=int_at_least(1), default=100_000,
+                   help="positions per batch (default %(default)s)")
     p.add_argument("--source", choices=tuple(ENDGAME_SOURCES), default="endgames",
                    help="; ".join(f"{k}: {v}" for k, v in ENDGAME_SOURCES.items()))
     p.add_argument("--modes", type=_parse_modes, default=["results"],
                    help="solver modes, comma-separated: results (default), best, margins")
     p.add_argument("--lanes", type=_parse_lanes, default=[0], help="solver lanes, comma-separated (0: automatic)")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per configuration; the best is kept")
+    p.add_argument("--repeats", type=int_at_least(1), default=3,
+                   help="timed runs per configuration; the best is kept")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="bench_results/endgames.json", help="JSON output path")
     p.set_defaults(func=run_endgames)
 
 
-SUBCOMMANDS = [add_env_parser, add_selfplay_parser]
-SUBCOMMANDS.append(add_endgames_parser)
+def add_ppo_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "ppo", help="whole PPO iterations (rollout + advantages + epochs of updates): environment steps/s")
+    p.add_argument("--config", default=PPO_DEFAULT_CONFIG,
+                   help=f"PPO training config (default {PPO_DEFAULT_CONFIG})")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set ppo.opponents=[self] --set ppo.opponent_weights=[1]")
+    p.add_argument("--batch-sizes", type=_parse_sizes, default=None,
+                   help="games played side by side, e.g. 4096,16384 (default: the config's num_games)")
+    p.add_argument("--repeats", type=int, default=3, help="timed iterations per batch size; the best is kept")
+    p.add_argument("--out", default="bench_results/ppo.json", help="JSON output path")
+    p.set_defaults(func=run_ppo)
+
+
+SUBCOMMANDS = [add_env_parser, add_selfplay_parser, add_ppo_parser, add_endgames_parser]
+
+
+class OneLineErrors(argparse.ArgumentParser):
+    """Argument errors as one line (``benchmark.py env: error: argument --steps: ...``), exit code 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineErrors(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="command", required=True)
     for add in SUBCOMMANDS:
         add(subparsers)

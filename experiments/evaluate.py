@@ -2,6 +2,7 @@
 
     python experiments/evaluate.py --agent checkpoint:runs/x --opponents random,heuristic,outcome_heuristic --games 1000
     python experiments/evaluate.py --round-robin random,greedy,heuristic,mcts-64 --games 400 --json rr.json
+    python experiments/evaluate.py --game tictactoe --agent checkpoint:runs/tictactoe --opponents minimax,random
     python experiments/evaluate.py --endgames --agent random,heuristic,solver+random
 
 Agents are registry specs (``beastybar_jax.agents.make_agent``). ``--games`` is the
@@ -11,12 +12,18 @@ the output). Every match is batched on the default JAX device. Prints a table
 (win rate = wins / games as the reference project counts it; score = (wins +
 draws/2) / games with a 95% interval; mean point margin) and an Elo table fitted to
 all results (anchored at random = 0 when random plays), and writes JSON with
-``--json``.
+``--json`` (checked to be writable before any game is played).
+
+Ctrl-C (or SIGTERM) stops after the pairing being played: the finished pairings are
+printed (and written with ``--json``, marked ``"interrupted": true``) and the exit code
+is 130. Bad agent names, unreadable checkpoints and an unwritable ``--json`` path end
+in one line and exit code 2. When the output is not a terminal, tables are printed
+whole (no truncated cells).
 
 ``--endgames`` instead scores each ``--agent`` (comma-separated specs) on the fixed
-suite of solved endgame positions (``beastybar_jax.endgame.suite``): the share of
-positions where its move keeps the best result, the shares where it throws away a
-win or a draw, the share of best-margin moves and the mean point margin lost
+suite of solved Beasty Bar endgame positions (``beastybar_jax.endgame.suite``): the
+share of positions where its move keeps the best result, the shares where it throws
+away a win or a draw, the share of best-margin moves and the mean point margin lost
 against best play. ``--games N`` then uses N positions spread over the suite.
 """
 
@@ -28,14 +35,20 @@ import datetime
 import json
 import os
 import platform
+import signal
 import sys
 import time
+import warnings
 
 import jax
 import numpy as np
 
-from beastybar_jax.agents import AGENT_NAMES, make_agent
+from beastybar_jax.agents import agent_names, default_opponent, make_agent
 from beastybar_jax.arena import MatchResult, elo_table, play_match
+from beastybar_jax.games import GAME_NAMES, get_game
+
+
+DEFAULT_OPPONENTS = {"beastybar": "random,heuristic,outcome_heuristic"}
 
 
 def _specs(text: str, flag: str) -> list[str]:
@@ -48,11 +61,14 @@ def _specs(text: str, flag: str) -> list[str]:
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        epilog="agents: " + ", ".join(AGENT_NAMES),
+        epilog="agents (Beasty Bar): " + ", ".join(agent_names("beastybar")) + "; tic-tac-toe: "
+               + ", ".join(agent_names("tictactoe")),
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--game", default="beastybar", choices=GAME_NAMES, help="the game (default: %(default)s)")
     parser.add_argument("--agent", help="the agent to measure (a registry spec)")
-    parser.add_argument("--opponents", default="random,heuristic,outcome_heuristic",
-                        help="comma-separated registry specs (default: %(default)s)")
+    parser.add_argument("--opponents", default=None,
+                        help="comma-separated registry specs (default: random,heuristic,outcome_heuristic for "
+                             "Beasty Bar; random and the game's strongest baseline otherwise)")
     parser.add_argument("--round-robin", metavar="A,B,C",
                         help="instead of --agent/--opponents: every pair of these agents meets")
     parser.add_argument("--games", type=int, default=None,
@@ -68,6 +84,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.endgames:
         if args.agent is None or args.round_robin is not None:
             parser.error("--endgames scores --agent A[,B,...] on the endgame suite (no --round-robin)")
+        if args.game != "beastybar":
+            parser.error(f"--endgames: the endgame suite is Beasty Bar's; {args.game} has none")
         if args.games is not None and args.games < 1:
             parser.error(f"--games must be at least 1 (got {args.games})")
         return args
@@ -109,6 +127,8 @@ def print_tables(results, elo_rows, plain: bool = False, out=None) -> None:
             print(file=out)
         return
     console = Console(file=out)
+    if not console.is_terminal:  # piped or a file: the tables' natural width, no truncated cells
+        console = Console(file=out, width=10_000)
     table = Table(title="duplicate matches (win rate = wins / games)")
     for h in headers:
         table.add_column(h, justify="left" if h in ("agent", "opponent") else "right")
@@ -123,41 +143,71 @@ def print_tables(results, elo_rows, plain: bool = False, out=None) -> None:
     console.print(elo)
 
 
+def check_writable(path: str) -> None:
+    """Raise ``ValueError`` when ``path`` cannot be written (checked before playing,
+    so an evaluation is never lost to a typo in ``--json``)."""
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        raise ValueError(f"--json {path} is a directory: give a file name, e.g. {os.path.join(path, 'results.json')}")
+    directory = os.path.dirname(path)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        existed = os.path.exists(path)
+        with open(path, "a"):
+            pass
+        if not existed:
+            os.remove(path)
+    except OSError as e:
+        raise ValueError(f"--json {path} cannot be written: {e.strerror or e}") from None
+
+
 def run(args: argparse.Namespace, log=print) -> dict:
+    """Play the pairings. A ``KeyboardInterrupt`` stops after the pairing being
+    played; the report then holds the finished ones and ``"interrupted": True``."""
     games = args.games + (args.games % 2)
     if games != args.games:
         log(f"note: --games {args.games} rounded up to {games}: each deal is played twice with seats swapped")
     num_deals = games // 2
+    game = get_game(args.game)
     if args.round_robin is not None:
         names = _specs(args.round_robin, "--round-robin")
         if len(set(names)) != len(names):
             raise ValueError(f"--round-robin names an agent twice: {names}")
         if len(names) < 2:
             raise ValueError("--round-robin needs at least two agents")
-        agents = [make_agent(n) for n in names]
+        agents = [make_agent(n, game=game) for n in names]
         pairs = [(agents[i], agents[j]) for i in range(len(agents)) for j in range(i + 1, len(agents))]
     else:
-        agent = make_agent(args.agent)
-        opponents = [make_agent(n) for n in _specs(args.opponents, "--opponents")]
+        agent = make_agent(args.agent, game=game)
+        opponents_text = args.opponents or DEFAULT_OPPONENTS.get(game.name, f"random,{default_opponent(game)}")
+        opponents = [make_agent(n, game=game) for n in _specs(opponents_text, "--opponents")]
         pairs = [(agent, o) for o in opponents]
 
     key = jax.random.key(args.seed)
     results, timings = [], []
-    for index, (a, b) in enumerate(pairs):
-        log(f"[{index + 1}/{len(pairs)}] {a.name} vs {b.name}: {games} games ...")
-        start = time.perf_counter()
-        results.append(play_match(a, b, num_deals, jax.random.fold_in(key, index)))
-        timings.append(time.perf_counter() - start)
-    rows = elo_table(results)
+    interrupted = False
+    try:
+        for index, (a, b) in enumerate(pairs):
+            log(f"[{index + 1}/{len(pairs)}] {a.name} vs {b.name}: {games} games ...")
+            start = time.perf_counter()
+            result = play_match(a, b, num_deals, jax.random.fold_in(key, index), game=game)
+            results.append(result)
+            timings.append(time.perf_counter() - start)
+    except KeyboardInterrupt:
+        interrupted = True
+    rows = elo_table(results) if results else []
     return {
         "date": datetime.date.today().isoformat(),
         "machine": f"{platform.machine()} {platform.system()}, jax devices: "
                    + ", ".join(str(d.device_kind) for d in jax.devices()),
+        "game": game.name,
         "seed": args.seed,
         "games_per_pairing": games,
         "format": "duplicate: each deal played twice with seats swapped",
         "results": [dict(r.to_dict(), seconds_including_compile=round(t, 3)) for r, t in zip(results, timings)],
         "elo": [dataclasses.asdict(row) for row in rows],
+        "interrupted": interrupted,
+        "pairings": len(pairs),
         "_results": results,
         "_elo": rows,
     }
@@ -176,7 +226,7 @@ def run_endgames(args: argparse.Namespace, log=print) -> dict:
     suite = load_suite(args.suite or SUITE_PATH)
     if args.games is not None and args.games < len(suite):
         suite = suite.subset(np.linspace(0, len(suite) - 1, args.games).astype(int))
-    agents = [make_agent(spec) for spec in _specs(args.agent, "--agent")]
+    agents = [make_agent(spec, game=get_game("beastybar")) for spec in _specs(args.agent, "--agent")]
     key = jax.random.key(args.seed)
     scores, timings = [], []
     for index, agent in enumerate(agents):
@@ -224,21 +274,45 @@ def print_endgame_table(scores, plain: bool = False, out=None) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
+    from beastybar_jax.training.compilation import enable_compilation_cache
+    from beastybar_jax.training.interrupt import raise_keyboard_interrupt_on_sigterm
+
+    format_warning = warnings.formatwarning
+    warnings.formatwarning = lambda message, category, *rest, **kw: f"warning: {message}\n"  # one line
+    enable_compilation_cache()
+    previous_sigterm = raise_keyboard_interrupt_on_sigterm()
     try:
+        if args.json:
+            check_writable(args.json)
         report = run_endgames(args, log=log) if args.endgames else run(args, log=log)
-    except ValueError as e:  # bad specs, unreadable checkpoints (CheckpointError is a ValueError)
+    except ValueError as e:  # bad specs, unreadable checkpoints (CheckpointError is a ValueError), --json
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # while building the agents
+        print("interrupted before the first pairing finished: nothing to report", file=sys.stderr)
+        return 130
+    finally:
+        warnings.formatwarning = format_warning
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
     if args.endgames:
         print_endgame_table(report.pop("_scores"), plain=args.plain)
-    else:
-        print_tables(report.pop("_results"), report.pop("_elo"), plain=args.plain)
-    if args.json:
-        directory = os.path.dirname(os.path.abspath(args.json))
-        os.makedirs(directory, exist_ok=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(report, f, indent=2)
+            log(f"wrote {args.json}")
+        return 0
+    results, elo = report.pop("_results"), report.pop("_elo")
+    if results:
+        print_tables(results, elo, plain=args.plain)
+    if args.json and results:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
         log(f"wrote {args.json}")
+    if report["interrupted"]:
+        log(f"interrupted after {len(results)} of {report['pairings']} pairings"
+            + (": the tables show the finished ones" if results else ": nothing to report"))
+        return 130
     return 0
 
 

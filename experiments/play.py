@@ -1,14 +1,17 @@
-"""Play Beasty Bar in the terminal against any agent.
+"""Play a game in the terminal against any agent (Beasty Bar by default).
 
     python experiments/play.py --opponent heuristic
     python experiments/play.py --opponent checkpoint:runs/x@sims=64 --seat first --seed 3
+    python experiments/play.py --game tictactoe --opponent minimax
 
-Each turn shows the table from your side (your hand, the queue, both bars and
-THAT'S IT piles; the opponent's hand and both decks stay hidden) and your legal
-moves, numbered. Type a number or a move's name (a unique beginning is enough,
-e.g. "lion" or "parrot on queue place 1"). Commands: "help", "table", "quit".
-After each move you are told what happened: cards that entered the bar or went to
-THAT'S IT, and the queue after it.
+Each turn shows the table from your side (in Beasty Bar your hand, the queue, both bars
+and THAT'S IT piles; the opponent's hand and both decks stay hidden) and your legal
+moves, numbered. Type a number or a move's name (a unique beginning is enough, e.g.
+"lion" or "parrot on queue place 1"). Commands: "help", "table", "quit". After each
+move you are told what happened (in Beasty Bar: cards that entered the bar or went to
+THAT'S IT, and the queue after it). Everything shown comes from the game's own
+renderers (``Game.render_state``, ``render_action``, ``describe_move``), so any
+registered game can be played.
 """
 
 from __future__ import annotations
@@ -20,9 +23,8 @@ from typing import Callable
 import jax
 import numpy as np
 
-from beastybar_jax import game
-from beastybar_jax.agents import AGENT_NAMES, make_agent
-from beastybar_jax.game import cards as C
+from beastybar_jax.agents import agent_names, default_opponent, make_agent
+from beastybar_jax.games import GAME_NAMES, Game, get_game
 
 HELP = ("Type the number of a move or its name (a unique beginning is enough, e.g. 'lion'). "
         "Commands: 'table' shows the table again, 'help' this text, 'quit' ends the game.")
@@ -32,51 +34,23 @@ class QuitGame(Exception):
     """The human asked to stop (``quit``, end of input or Ctrl-C)."""
 
 
-def _card(card: int, human: int) -> str:
-    owner, species = divmod(int(card), C.NUM_SPECIES)
-    whose = "yours" if owner == human else "opponent's"
-    return f"{C.SPECIES_NAMES[species]} ({whose})"
+def move_text(game: Game, action: int, state, human: int) -> str:
+    """A move's name, with details told from the human's side where the game gives them."""
+    if game.render_action is None:
+        return game.action_names[action] if game.action_names else str(action)
+    return game.render_action(action, state, human)
 
 
-def _new_cards(before, after, human: int) -> list[str]:
-    """Cards in ``after`` (bool[2, 12]) but not ``before``."""
-    new = np.asarray(after) & ~np.asarray(before)
-    return [_card(p * C.NUM_SPECIES + s, human) for p, s in zip(*np.nonzero(new))]
+def describe_move(game: Game, before, after, action: int, human: int) -> str:
+    """Words for what ``action`` did (the game's ``describe_move``, or who played what)."""
+    if game.describe_move is not None:
+        return game.describe_move(before, after, action, human)
+    who = "You play" if int(before.current_player) == human else "Opponent plays"
+    return f"{who} {move_text(game, action, before, human)}."
 
 
-def move_text(action: int, state, human: int) -> str:
-    """A move's name with the parrot's target named from the human's side."""
-    from beastybar_jax.game.actions import ACTION_ACTING_SPECIES, ACTION_PARAM
-
-    text = game.action_name(action)
-    queue = [int(c) for c in np.asarray(state.queue) if c >= 0]
-    place = int(ACTION_PARAM[action])
-    if int(ACTION_ACTING_SPECIES[action]) == C.PARROT and place < len(queue):
-        text += f" (the {_card(queue[place], human)})"
-    return text
-
-
-def describe_move(before, after, action: int, human: int) -> str:
-    """Words for what ``action`` did: who played what, and its effect on the table."""
-    mover = int(before.current_player)
-    who = "You play" if mover == human else "Opponent plays"
-    lines = [f"{who} {move_text(action, before, human)}."]
-    entered = _new_cards(before.bar, after.bar, human)
-    gone = _new_cards(before.thats_it, after.thats_it, human)
-    if entered:
-        lines.append("  Entered the bar: " + ", ".join(entered) + ".")
-    if gone:
-        lines.append("  Sent to THAT'S IT: " + ", ".join(gone) + ".")
-    queue = [int(c) for c in np.asarray(after.queue) if c >= 0]
-    lines.append("  Queue now (front first): " + (", ".join(_card(c, human) for c in queue) or "empty") + ".")
-    if mover == human:
-        drawn = np.asarray(after.hand[human]) & ~np.asarray(before.hand[human])
-        for s in np.flatnonzero(drawn):
-            lines.append(f"  You draw the {C.SPECIES_NAMES[s]}.")
-    return "\n".join(lines)
-
-
-def parse_move(text: str, legal_actions: list[int], state, human: int) -> tuple[int | None, str | None]:
+def parse_move(game: Game, text: str, legal_actions: list[int], state,
+               human: int) -> tuple[int | None, str | None]:
     """``(action, None)`` for a valid choice, else ``(None, message)``."""
     text = " ".join(text.strip().lower().split())
     if not text:
@@ -86,8 +60,8 @@ def parse_move(text: str, legal_actions: list[int], state, human: int) -> tuple[
         if 1 <= number <= len(legal_actions):
             return legal_actions[number - 1], None
         return None, f"{number} is not a move number; choose 1 to {len(legal_actions)}."
-    names = {a: move_text(a, state, human).lower() for a in legal_actions}
-    plain = {a: game.action_name(a).lower() for a in legal_actions}
+    names = {a: move_text(game, a, state, human).lower() for a in legal_actions}
+    plain = {a: game.action_names[a].lower() for a in legal_actions} if game.action_names else names
     exact = [a for a in legal_actions if text in (names[a], plain[a])]
     if len(exact) == 1:
         return exact[0], None
@@ -97,9 +71,8 @@ def parse_move(text: str, legal_actions: list[int], state, human: int) -> tuple[
     if len(prefix) > 1:
         options = "; ".join(names[a] for a in prefix)
         return None, f"'{text}' could mean several moves ({options}); type its number."
-    species = text.split()[0]
-    if species in C.SPECIES_NAMES:
-        return None, f"No legal move plays the {species} now (you don't hold it, or it has no target)."
+    if any(name.lower().startswith(text) for name in game.action_names):
+        return None, f"No legal move is '{text}' now (see the numbered list)."
     return None, f"'{text}' is not a move. {HELP}"
 
 
@@ -110,11 +83,12 @@ def _ask(input_fn: Callable[[str], str], prompt: str) -> str:
         raise QuitGame from None
 
 
-def play_game(opponent, *, seat: str = "random", seed: int = 0,
+def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed: int = 0,
               input_fn: Callable[[str], str] = input, print_fn: Callable[..., None] = print) -> dict | None:
-    """One game, human against ``opponent`` (an ``Agent``). Returns the final scores
-    ``{"you": int, "opponent": int, "result": "win"|"draw"|"loss"}``, or None if the
-    human quit."""
+    """One game of ``game`` (default Beasty Bar), human against ``opponent`` (an
+    ``Agent``). Returns ``{"result": "win"|"draw"|"loss"}`` (with ``"you"`` and
+    ``"opponent"`` points for games that count points), or None if the human quit."""
+    game = get_game("beastybar") if game is None else game
     key = jax.random.key(seed)
     deal_key, key = jax.random.split(key)
     state = game.init(deal_key)
@@ -136,7 +110,7 @@ def play_game(opponent, *, seat: str = "random", seed: int = 0,
                 print_fn(game.render_state(state, viewer=human))
                 print_fn(f"(you are P{human})  Your moves:")
                 for number, action in enumerate(legal, start=1):
-                    print_fn(f"  {number}. {move_text(action, state, human)}")
+                    print_fn(f"  {number}. {move_text(game, action, state, human)}")
                 action = None
                 while action is None:
                     text = _ask(input_fn, "Your move> ")
@@ -149,46 +123,56 @@ def play_game(opponent, *, seat: str = "random", seed: int = 0,
                     if command in ("t", "table"):
                         print_fn(game.render_state(state, viewer=human))
                         continue
-                    action, message = parse_move(text, legal, state, human)
+                    action, message = parse_move(game, text, legal, state, human)
                     if message:
                         print_fn(message)
             else:
                 key, act_key = jax.random.split(key)
                 action = int(opponent_act(state, act_key))
             after = step(state, action)
-            print_fn(describe_move(state, after, action, human))
+            print_fn(describe_move(game, state, after, action, human))
             state = after
     except QuitGame:
         print_fn("\nGame abandoned. Goodbye!")
         return None
 
-    scores = np.asarray(state.scores)
-    mine, theirs = int(scores[human]), int(scores[1 - human])
-    result = "win" if mine > theirs else ("draw" if mine == theirs else "loss")
+    reward = float(np.asarray(state.rewards)[human])
+    result = "win" if reward > 0 else ("draw" if reward == 0 else "loss")
     print_fn("")
     print_fn(game.render_state(state, viewer=human))
     verdict = {"win": "You win!", "draw": "It's a draw.", "loss": "You lose."}[result]
+    if game.points is None:
+        print_fn(f"Final result: {verdict}")
+        return {"result": result}
+    points = np.asarray(game.points(state))
+    mine, theirs = int(points[human]), int(points[1 - human])
     print_fn(f"Final score: you {mine} - opponent {theirs}. {verdict}")
     return {"you": mine, "opponent": theirs, "result": result}
 
 
 def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[..., None] = print) -> int:
-    parser = argparse.ArgumentParser(description="Play Beasty Bar against an agent in the terminal.",
-                                     epilog="opponents: " + ", ".join(AGENT_NAMES))
-    parser.add_argument("--opponent", default="heuristic", help="registry spec (default: %(default)s)")
+    parser = argparse.ArgumentParser(description="Play a game (Beasty Bar by default) against an agent in the terminal.",
+                                     epilog="opponents (Beasty Bar): " + ", ".join(agent_names("beastybar")))
+    parser.add_argument("--game", default="beastybar", choices=GAME_NAMES, help="the game (default: %(default)s)")
+    parser.add_argument("--opponent", default=None,
+                        help="registry spec (default: the game's strongest baseline: heuristic, minimax)")
     parser.add_argument("--seat", choices=("first", "second", "random"), default="random",
                         help="move first, second, or let chance decide (default)")
     parser.add_argument("--seed", type=int, default=None, help="deal seed (default: random)")
     args = parser.parse_args(argv)
+    from beastybar_jax.training.compilation import enable_compilation_cache
+
+    enable_compilation_cache()  # the opponent's compile is paid once, not at every game
     seed = args.seed if args.seed is not None else int(np.random.default_rng().integers(2**31))
+    game = get_game(args.game)
     try:
-        opponent = make_agent(args.opponent)
-    except ValueError as e:  # unknown names, bad options, unreadable checkpoints
+        opponent = make_agent(args.opponent or default_opponent(game), game=game)
+    except ValueError as e:  # unknown names, bad options, unreadable checkpoints, wrong game
         print_fn(f"error: {e}")
         return 2
     print_fn(f"Deal seed {seed}. Preparing the opponent (the first move compiles, which can take a while)...")
     try:
-        play_game(opponent, seat=args.seat, seed=seed, input_fn=input_fn, print_fn=print_fn)
+        play_game(opponent, game=game, seat=args.seat, seed=seed, input_fn=input_fn, print_fn=print_fn)
     except KeyboardInterrupt:  # Ctrl-C while the opponent thinks
         print_fn("\nInterrupted. Goodbye!")
     return 0

@@ -3,18 +3,23 @@
 Usage::
 
     python experiments/train.py --config configs/quick.yaml
-    python experiments/train.py --config configs/h100.yaml --set num_games=4096 --set search.num_simulations=64
+    python experiments/train.py --config configs/h100.yaml --set num_games=4096 --set alphazero.search.num_simulations=64
     python experiments/train.py --config configs/quick.yaml --resume      # continue where it stopped
 
-``--set key=value`` overrides any config key (dotted for sections: ``network.width=128``);
+``--set key=value`` overrides any config key (dotted for sections: ``network.width=128``,
+``alphazero.search.num_simulations=32``);
 values are parsed as YAML. The run directory (``run_dir``, default ``runs/<name>``)
 receives ``checkpoints/``, ``metrics.jsonl``, ``tensorboard/`` and ``config.json``.
-Ctrl-C saves a checkpoint and exits; ``--resume`` continues from the latest one.
+Ctrl-C or SIGTERM stops after the running iteration with a checkpoint of it (exit
+130 / 143); ``--resume`` continues from the newest intact checkpoint. Exit codes: 0
+done, 2 a bad config or run directory (one line, nothing written), 1 a failure while
+running (e.g. a full disk: one line, the previous checkpoints intact).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -22,23 +27,70 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help="YAML config, e.g. configs/quick.yaml")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config key (repeatable), e.g. --set search.num_simulations=32")
+                        help="override a config key (repeatable), e.g. --set alphazero.search.num_simulations=32")
     parser.add_argument("--resume", action="store_true", help="continue the run in run_dir from its latest checkpoint")
+    parser.add_argument("--allow-schedule-change", action="store_true",
+                        help="with --resume: accept a config whose learning-rate schedule differs from the saved run's "
+                             "(e.g. more num_iterations with decay_steps: 0); the rate jumps at the resume point")
     parser.add_argument("--no-console", action="store_true", help="no progress bar / per-iteration lines")
     parser.add_argument("--dry-run", action="store_true",
                         help="load and validate the config, print it resolved, and exit without compiling")
+    group = parser.add_argument_group(
+        "several processes (see README, 'GPUs and several hosts'); default: the environment "
+        "(JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID) or a cluster JAX detects")
+    group.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address (implies distributed: true)")
+    group.add_argument("--num-processes", type=int, metavar="N", help="processes in the run")
+    group.add_argument("--process-id", type=int, metavar="I", help="this process's id, 0..N-1")
     return parser.parse_args(argv)
+
+
+def join_processes(args) -> None:
+    """Join a multi-process run when asked for (flags, or ``distributed: true`` in the
+    config), before anything touches a JAX device. Reads the YAML without validating it:
+    validation imports the game, which already uses the devices."""
+    from beastybar_jax.config import apply_overrides, move_legacy_keys, read_yaml
+    from beastybar_jax.training import distributed
+
+    raw = apply_overrides(move_legacy_keys(read_yaml(args.config), warn=False), args.overrides)
+    flags = (args.coordinator, args.num_processes, args.process_id)
+    if raw.get("distributed") is True or any(f is not None for f in flags):
+        timeout = raw.get("distributed_timeout", distributed.DEFAULT_TIMEOUT_SECONDS)
+        distributed.initialize(*flags, timeout_seconds=timeout if isinstance(timeout, int) else 300)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from beastybar_jax.checkpoint import CheckpointError
+    from beastybar_jax.training.interrupt import raise_keyboard_interrupt_on_sigterm
+
+    previous_sigterm = raise_keyboard_interrupt_on_sigterm()  # until the loop handles both signals
+    try:
+        return _main(args)
+    except KeyboardInterrupt as e:  # before the loop started (loading, restoring)
+        print("interrupted before training started: nothing was saved", file=sys.stderr)
+        return getattr(e, "exit_code", 130)
+    finally:
+        if previous_sigterm is not None:
+            import signal
+
+            signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+def _main(args) -> int:
     from beastybar_jax.config import ConfigError, load_config
+    from beastybar_jax.training.checkpoint import CheckpointError
+    from beastybar_jax.training.distributed import DistributedError
 
     try:
+        if not args.dry_run:
+            join_processes(args)
         config = load_config(args.config, args.overrides)
+        if args.coordinator or args.num_processes is not None:
+            config = config.replace(distributed=True)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
+        return 2
+    except DistributedError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
 
     if args.dry_run:
@@ -47,9 +99,12 @@ def main(argv=None) -> int:
         import jax
 
         from beastybar_jax.config import validate
+        from beastybar_jax.training.evaluation import make_opponents
 
         try:
             validate(config, num_devices=jax.device_count())  # divisibility on this machine too
+            if config.eval_every:
+                make_opponents(config)  # the opponents exist (and checkpoints among them load)
         except ConfigError as e:
             print(f"config error: {e}", file=sys.stderr)
             return 2
@@ -57,23 +112,51 @@ def main(argv=None) -> int:
         print(f"config ok; run_dir {config.resolved_run_dir}{' (resume)' if args.resume else ''}")
         return 0
 
-    from beastybar_jax import train
+    from beastybar_jax.training import TrainLoop
+    from beastybar_jax.training.interrupt import Interrupted
+    from beastybar_jax.training.rundir import RunDirError
 
     try:
-        loop = train.TrainLoop(config, resume=args.resume, console=not args.no_console)
-    except (ConfigError, CheckpointError) as e:
+        loop = TrainLoop(config, resume=args.resume, console=not args.no_console,
+                         allow_schedule_change=args.allow_schedule_change)
+    except (ConfigError, CheckpointError, RunDirError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    code = 0
     try:
         loop.run()
-    except KeyboardInterrupt:
-        print(f"interrupted; checkpoint saved in {loop.run_dir} (continue with --resume)", file=sys.stderr)
-        return 130
+    except Interrupted as e:
+        print(e, file=sys.stderr)
+        code = e.exit_code
+    except (CheckpointError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        code = 1
     finally:
-        loop.close()
-    print(f"done: {loop.run_dir}")
-    return 0
+        try:
+            loop.close()
+        except (CheckpointError, OSError) as e:
+            if code == 0:
+                print(f"error: {e}", file=sys.stderr)
+                code = 1
+    if code == 0:
+        print(f"done: {loop.run_dir}")
+    return code
+
+
+def _exit(code: int) -> None:
+    """Exit; after an interrupt with a compile still running in its thread, without the
+    interpreter's shutdown (which can crash under a running XLA compile)."""
+    from beastybar_jax.training.compilation import compiles_in_flight
+
+    if code != 0 and compiles_in_flight():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())

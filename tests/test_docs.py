@@ -4,9 +4,12 @@ Quickstart's install and test commands, by CI's ``.ci/run``).
 Commands are read from the fenced code blocks, so a renamed flag, config or file in
 the docs fails this test. Training commands run with ``--dry-run`` (config files and
 overrides load and validate; real training runs are covered by test_train.py and
-test_learning.py); evaluation and play commands run for real against a tiny trained
-checkpoint in place of ``runs/quick``, with few games; benchmark commands run with
-tiny sizes appended (argparse keeps the last value).
+test_learning.py); evaluation commands run against a tiny trained checkpoint in place
+of ``runs/quick``: their arguments parse and every agent they name is built (checkpoints
+loaded), but the matches are stubbed (each pairing of heuristics compiled for minutes on
+CI; real matches run in test_arena.py, the evaluate command line for real in
+``test_evaluate_cli``); play commands run for real; benchmark commands run with tiny
+sizes appended (argparse keeps the last value).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import sys
 
 import pytest
 
+import tictactoe_training
 import tiny_training
 
 REPO = tiny_training.REPO_ROOT
@@ -63,10 +67,22 @@ def trained_run(tmp_path_factory):
     return str(tiny_training.full_run()["run_dir"])
 
 
+def with_trained_runs(argv: list[str], trained_run: str) -> list[str]:
+    """The documented run directories replaced by runs trained in this session:
+    ``runs/quick`` by the tiny run, ``runs/tictactoe`` by tests/tictactoe_training.py's."""
+    out = []
+    for word in argv:
+        if "runs/tictactoe" in word:
+            word = word.replace("runs/tictactoe", str(tictactoe_training.trained_run()["run_dir"]))
+        out.append(word.replace("runs/quick", trained_run))
+    return out
+
+
 def test_the_docs_show_the_main_commands():
     shown = " ".join(c for _, c in COMMANDS)
     for needed in ("experiments/train.py", "experiments/evaluate.py", "experiments/play.py",
-                   "experiments/benchmark.py env", "experiments/benchmark.py selfplay", "pytest"):
+                   "experiments/benchmark.py env", "experiments/benchmark.py selfplay", "experiments/benchmark.py ppo",
+                   "experiments/exploit.py", "pytest"):
         assert needed in shown, f"no documented command uses {needed}"
 
 
@@ -91,22 +107,31 @@ def test_training_commands_validate(where, command, capsys):
 
 
 @pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/evaluate.py" in c[1]])
-def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys):
+def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, monkeypatch):
     import evaluate
+    from beastybar_jax.arena import MatchResult
 
-    argv = [w.replace("runs/quick", trained_run) for w in argv_of(command, "experiments/evaluate.py")]
+    played = []
+
+    def play_match(agent_a, agent_b, num_deals, key, game=None):
+        played.append((agent_a.name, agent_b.name))
+        return MatchResult(agent=agent_a.name, opponent=agent_b.name, games=2 * num_deals, wins=num_deals, draws=0,
+                           losses=num_deals, win_rate=0.5, score=0.5, score_ci95=(0.1, 0.9), mean_margin=0.0)
+
+    monkeypatch.setattr(evaluate, "play_match", play_match)
+    argv = with_trained_runs(argv_of(command, "experiments/evaluate.py"), trained_run)
     report = tmp_path / "results.json"
     assert evaluate.main(argv + ["--games", "4", "--plain", "--json", str(report)]) == 0
     out = capsys.readouterr().out
-    assert "random" in out
-    assert json.loads(report.read_text())
+    assert "random" in out and played
+    assert len(json.loads(report.read_text())["results"]) == len(played)
 
 
 @pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/play.py" in c[1]])
 def test_play_commands_run(where, command, trained_run):
     import play
 
-    argv = [w.replace("runs/quick", trained_run) for w in argv_of(command, "experiments/play.py")]
+    argv = with_trained_runs(argv_of(command, "experiments/play.py"), trained_run)
     printed = []
     assert play.main(argv + ["--seed", "1"], input_fn=lambda prompt: "quit", print_fn=printed.append) == 0
     assert "Traceback" not in "\n".join(map(str, printed))
@@ -114,11 +139,14 @@ def test_play_commands_run(where, command, trained_run):
 
 BENCHMARKS = [c for c in COMMANDS if "experiments/benchmark.py" in c[1]]
 SELFPLAY_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py selfplay" in c[1]]
+PPO_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py ppo" in c[1]]
 TINY_RUN = {
     "env": ["--batch-sizes", "4", "--steps", "2", "--repeats", "1", "--variant", "step"],
     "selfplay": ["--batch-sizes", "4", "--simulations", "2", "--moves", "2", "--repeats", "1",
-                 "--set", "network.width=16", "--set", "network.depth=1", "--set", "buffer_size=128",
-                 "--set", "min_buffer_size=8", "--set", "batch_size=8", "--set", "num_games=4"],
+                 "--set", "network.width=16", "--set", "network.depth=1", "--set", "alphazero.buffer_size=128",
+                 "--set", "alphazero.min_buffer_size=8", "--set", "alphazero.batch_size=8", "--set", "num_games=4"],
+    "ppo": ["--batch-sizes", "8", "--repeats", "1", "--set", "network.width=16", "--set", "network.depth=1",
+            "--set", "ppo.rollout_length=4", "--set", "ppo.num_minibatches=2", "--set", "ppo.pool_size=2"],
     "endgames": ["--positions", "64", "--source", "suite", "--modes", "results", "--lanes", "0", "--repeats", "1"],
 }
 
@@ -137,9 +165,61 @@ def test_benchmark_commands_run(where, command, tmp_path):
         load_config(args.config, args.overrides)
         if (where, command) != SELFPLAY_BENCHMARKS[0]:
             return
+    if args.command == "ppo":  # like selfplay: each run compiles a whole iteration; run the first only
+        load_config(args.config, ["algorithm=ppo", *args.overrides])
+        if (where, command) != PPO_BENCHMARKS[0]:
+            return
     out = tmp_path / "bench.json"
     assert benchmark.main(argv + TINY_RUN[args.command] + ["--out", str(out)]) == 0
     assert json.loads(out.read_text())
+
+
+EXPLOITS = [c for c in COMMANDS if "experiments/exploit.py" in c[1]]
+TINY_EXPLOIT = ["--minutes", "0.0001", "--deals", "2", "--quiet", "--set", "num_games=8",
+                "--set", "ppo.rollout_length=4", "--set", "network.width=16", "--set", "network.depth=1",
+                "--set", "ppo.num_minibatches=2"]
+
+
+@pytest.mark.parametrize("where,command", EXPLOITS)
+def test_exploit_commands_run(where, command, trained_run, tmp_path, capsys):
+    """Each command's config, agent and options load; one (against a checkpoint, if one
+    is documented: the cheapest to compile) trains one iteration and plays its match."""
+    import exploit
+    from beastybar_jax.agents import make_agent
+
+    argv = [w.replace("runs/quick", trained_run) for w in argv_of(command, "experiments/exploit.py")]
+    args = exploit.parse_args(argv)
+    config = exploit.exploiter_config(args.config, args.overrides, args.agent, args.seed, args.warm_start)
+    make_agent(config.ppo.opponent)
+    chosen = next((c for c in EXPLOITS if "checkpoint:" in c[1]), EXPLOITS[0])
+    if (where, command) != chosen:
+        return
+    report = tmp_path / "exploit.json"
+    assert exploit.main(argv + TINY_EXPLOIT + ["--json", str(report)]) == 0
+    assert "exploitability of" in capsys.readouterr().out
+    assert json.loads(report.read_text())["match"]["games"] == 4
+
+
+@pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/curves.py" in c[1]])
+def test_curves_commands_run(where, command, tmp_path, capsys):
+    """Run directories named in the command get a small metrics.jsonl with evaluations."""
+    import curves
+
+    argv = argv_of(command, "experiments/curves.py")
+    for i, word in enumerate(argv):
+        if word.startswith("runs/"):
+            (tmp_path / word).mkdir(parents=True)
+            rows = [dict(iteration=k, iteration_seconds=1.5, total_games=10 * k, eval_random_win_rate=0.5 + k / 10,
+                         eval_heuristic_win_rate=0.3 + k / 10, eval_outcome_heuristic_win_rate=0.2 + k / 10)
+                    for k in (1, 2)]
+            (tmp_path / word / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+            argv[i] = str(tmp_path / word)
+        elif i and argv[i - 1] == "--out":
+            argv[i] = str(tmp_path / pathlib.Path(word).name)
+    assert curves.main(argv) == 0
+    assert "| 2 | 3 |" in capsys.readouterr().out  # iteration 2 after 3 training seconds
+    out = argv[argv.index("--out") + 1] if "--out" in argv else None
+    assert out is None or pathlib.Path(out).stat().st_size > 0
 
 
 def test_readme_python_snippet_runs(trained_run):
@@ -148,3 +228,22 @@ def test_readme_python_snippet_runs(trained_run):
     namespace: dict = {}
     exec(snippet.replace('"runs/quick"', repr(trained_run)), namespace)
     assert namespace["agent"].name == "network"
+
+
+def test_ci_requires_the_conformance_corpus_and_the_readme_says_so():
+    """Issue 14, row 17: the conformance tests read ../shared; CI runs with CI=true so a
+    missing corpus fails instead of skipping."""
+    ci = (REPO / ".ci" / "run").read_text()
+    assert re.search(r"^export CI=true$", ci, re.M), ci
+    readme = (REPO / "README.md").read_text()
+    assert "../shared/conformance/" in readme and "`CI=true`" in readme
+
+
+def test_pyproject_license_is_an_spdx_expression():
+    """Issue 14, row 16: ``license = { text = ... }`` is deprecated by setuptools (builds
+    warn, and stop working after 2027-02-18); an SPDX string needs setuptools >= 77."""
+    import tomllib
+
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert pyproject["project"]["license"] == "MIT"
+    assert "setuptools>=77" in pyproject["build-system"]["requires"]

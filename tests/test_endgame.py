@@ -19,10 +19,11 @@ import pytest
 
 from conftest import random_playout
 from beastybar_jax import game
-from beastybar_jax.agents import AgentSpecError, make_agent
+from beastybar_jax.agents import AgentSpecError, agent_names, make_agent
 from beastybar_jax.endgame import bruteforce, positions, solver
-from beastybar_jax.endgame.agent import solver_agent
+from beastybar_jax.agents.solver import solver_agent
 from beastybar_jax.game import cards as C
+from beastybar_jax.games import get_game
 
 NUM_ONE_CARD_TO_DRAW = 12  # positions before the last draw: ~30k-node trees, so only a few
 MODES = solver.MODE_IDS
@@ -258,6 +259,10 @@ def test_solver_agent_specs():
     for bad in ("solver", "solver+", "solverx+random", "solver+nonsense"):
         with pytest.raises(AgentSpecError):
             make_agent(bad)
+    tictactoe = get_game("tictactoe")
+    assert "solver+<agent>" in agent_names("beastybar") and "solver+<agent>" not in agent_names(tictactoe)
+    with pytest.raises(AgentSpecError, match="Beasty Bar only"):
+        make_agent("solver+random", game=tictactoe)
 
 
 # ----------------------------------------------------------------------------- the yardstick

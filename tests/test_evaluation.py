@@ -1,12 +1,15 @@
 """Training-time evaluation: every ``eval_every`` iterations (and after the last) the
 network plays the configured opponents and the results are logged with the metrics."""
 
+import sys
+
 import pytest
 
 import tiny_training
-from beastybar_jax import train
 from beastybar_jax.config import ConfigError
-from beastybar_jax.metrics import read_jsonl
+from beastybar_jax.training import TrainLoop, read_jsonl
+
+sys.path.insert(0, str(tiny_training.REPO_ROOT / "experiments"))
 
 
 def test_training_logs_win_rates_every_eval_every_iterations(tmp_path):
@@ -15,7 +18,7 @@ def test_training_logs_win_rates_every_eval_every_iterations(tmp_path):
     seen_by_hook = {}
     # User hooks run after the evaluation hook, so they see this iteration's win rates.
     record = lambda loop, iteration, metrics: seen_by_hook.update({iteration: dict(metrics)})
-    loop = train.TrainLoop(config, trainer=tiny_training.trainer(), hooks=[record], console=False)
+    loop = TrainLoop(config, trainer=tiny_training.trainer(), hooks=[record], console=False)
     loop.run()
     loop.close()
 
@@ -31,6 +34,19 @@ def test_training_logs_win_rates_every_eval_every_iterations(tmp_path):
         assert seen_by_hook[i]["eval_random_win_rate"] == rows[i]["eval_random_win_rate"]
 
 
-def test_unknown_eval_opponent_is_a_config_error(tmp_path):
-    with pytest.raises(ConfigError, match="eval_opponents"):
-        tiny_training.tiny_config(tmp_path, "eval_every=1", "eval_opponents=[random, grandmaster]")
+def test_unknown_eval_opponent_fails_before_compiling(tmp_path, capsys):
+    """The config is plain data (it loads); the registry check runs where the opponents
+    are used, before anything compiles, with the same one-line error in the CLI."""
+    config = tiny_training.tiny_config(tmp_path, "eval_every=1", "eval_opponents=[random, grandmaster]")
+    with pytest.raises(ConfigError, match="eval_opponents.*grandmaster"):
+        TrainLoop(config, console=False)
+    assert not (tmp_path / "checkpoints").exists()
+
+    import train as train_cli  # experiments/train.py
+
+    argv = ["--config", str(tiny_training.TINY), "--set", f"run_dir={tmp_path}", "--set", "eval_every=1",
+            "--set", "eval_opponents=[grandmaster]"]
+    for extra in (["--dry-run"], []):
+        assert train_cli.main(argv + extra) == 2
+        err = capsys.readouterr().err
+        assert "eval_opponents" in err and "grandmaster" in err and "Traceback" not in err

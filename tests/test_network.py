@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from beastybar_jax import game
+from beastybar_jax.game import BEASTYBAR_TOKENS
 from beastybar_jax.network import (
-    BEASTYBAR_TOKENS,
     NetworkConfig,
     NetworkOutput,
     count_params,
@@ -53,7 +53,7 @@ def observations():
 def build(config, observations, params=None):
     """``(params, apply)`` for ``config``: fresh parameters (unless given) and a
     compiled ``apply``."""
-    network = make_network(config, GAME.num_actions)
+    network = make_network(config, GAME)
     if params is None:
         key = jax.random.key(1)
         params = compile_fast(lambda k: init_params(network, k, GAME.observation_size), key)(key)
@@ -103,7 +103,7 @@ def test_bfloat16_compute_tracks_float32(models, torso):
 @pytest.mark.parametrize("torso, width, depth", [("mlp", 48, 3), ("attention", 256, 4)])
 def test_parameter_count(torso, width, depth):
     """Counted without compiling (``eval_shape``), and equal to the architecture's sum."""
-    network = make_network(NetworkConfig(torso=torso, width=width, depth=depth), GAME.num_actions)
+    network = make_network(NetworkConfig(torso=torso, width=width, depth=depth), GAME)
     shapes = jax.eval_shape(lambda k: init_params(network, k, GAME.observation_size), jax.random.key(0))
     count = count_params(shapes)
     print(f"{torso} width {width} depth {depth}: {count:,} parameters")
@@ -157,7 +157,7 @@ def test_attention_torso_ignores_empty_queue_places(models, observations):
 
 
 def test_attention_torso_rejects_observations_too_short_for_its_layout():
-    network = make_network(NetworkConfig(torso="attention", width=WIDTH, depth=DEPTH), GAME.num_actions)
+    network = make_network(NetworkConfig(torso="attention", width=WIDTH, depth=DEPTH), GAME)
     with pytest.raises(ValueError, match="token layout"):
         init_params(network, jax.random.key(0), 40)
 

@@ -1,4 +1,9 @@
-"""The quickstart notebook runs top to bottom (tiny config, CPU) and is its generator's output.
+"""The quickstart notebook runs top to bottom (tiny config, CPU) and matches its text twin.
+
+``notebooks/quickstart.py`` (jupytext percent format) is what is reviewed and edited;
+``notebooks/quickstart.ipynb`` is produced from it with
+``jupytext --to ipynb --update notebooks/quickstart.py`` and must hold the same cells,
+without outputs.
 
 The notebook is executed with nbclient in a kernel started from this interpreter (a
 temporary kernelspec, so the test does not depend on which ``python3`` kernel is
@@ -19,7 +24,7 @@ import pytest
 from conftest import REPO_ROOT, running_in_ci
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "quickstart.ipynb"
-GENERATOR = REPO_ROOT / "notebooks" / "make_quickstart.py"
+TEXT_TWIN = REPO_ROOT / "notebooks" / "quickstart.py"
 KERNEL_NAME = "beastybar-notebook-test"
 TIMEOUT_PER_CELL = 600  # seconds; a cell error or a hang fails the test
 
@@ -33,16 +38,9 @@ def _require(*modules: str) -> None:
         pytest.skip(message, allow_module_level=True)
 
 
-_require("nbformat", "nbclient", "ipykernel", "matplotlib")
+_require("nbformat", "nbclient", "ipykernel", "matplotlib", "jupytext")
 
 import nbformat  # noqa: E402
-
-
-def _load_generator():
-    spec = importlib.util.spec_from_file_location("make_quickstart", GENERATOR)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _write_kernelspec(root: pathlib.Path) -> pathlib.Path:
@@ -71,12 +69,18 @@ def _parameters_cell_index(nb) -> int:
     return tagged[0]
 
 
-def test_committed_notebook_is_the_generators_output_without_outputs():
+def _cells(nb) -> list[tuple[str, str, list[str]]]:
+    return [(c.cell_type, c.source, list(c.metadata.get("tags", []))) for c in nb.cells]
+
+
+def test_notebook_and_its_text_twin_hold_the_same_cells_without_outputs():
+    import jupytext
+
     committed = nbformat.read(NOTEBOOK, as_version=4)
-    generated = _load_generator().build()
-    assert [(c.id, c.cell_type, c.source) for c in committed.cells] == \
-        [(c.id, c.cell_type, c.source) for c in generated.cells], \
-        "notebooks/quickstart.ipynb is stale: run python notebooks/make_quickstart.py"
+    twin = jupytext.read(TEXT_TWIN)
+    assert _cells(committed) == _cells(twin), \
+        "notebooks/quickstart.ipynb is stale: run jupytext --to ipynb --update notebooks/quickstart.py"
+    assert committed.metadata.get("jupytext", {}).get("formats") == "ipynb,py:percent"
     for cell in committed.cells:
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, f"cell {cell.id} has stored outputs"
@@ -98,6 +102,7 @@ def test_quickstart_runs_top_to_bottom_with_the_tiny_config(tmp_path, monkeypatc
         "SEARCH_SIMULATIONS = 8",
         f"RUN_DIR = {str(run_dir)!r}",
         "OVERRIDES = ['tensorboard=false']",
+        "TICTACTOE_ITERATIONS = 2  # runs the section; the learning itself is tests/test_tictactoe_learning.py",
     ]))
     injected.id = "injected-parameters"
     nb.cells.insert(_parameters_cell_index(nb) + 1, injected)
@@ -109,13 +114,15 @@ def test_quickstart_runs_top_to_bottom_with_the_tiny_config(tmp_path, monkeypatc
                             resources={"metadata": {"path": str(workdir)}})
     client.execute()  # raises CellExecutionError on any cell error
 
-    def text_of(cell_id: str) -> str:
-        (cell,) = [c for c in nb.cells if c.get("id") == cell_id]
-        return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    def cell(tag: str):
+        (found,) = [c for c in nb.cells if tag in c.metadata.get("tags", [])]
+        return found
 
-    def has_image(cell_id: str) -> bool:
-        (cell,) = [c for c in nb.cells if c.get("id") == cell_id]
-        return any("image/png" in o.get("data", {}) for o in cell.outputs)
+    def text_of(tag: str) -> str:
+        return "".join(o.get("text", "") for o in cell(tag).outputs if o.output_type == "stream")
+
+    def has_image(tag: str) -> bool:
+        return any("image/png" in o.get("data", {}) for o in cell(tag).outputs)
 
     assert "all ended: True" in text_of("random-games")
     assert "4 iterations in" in text_of("train") and has_image("train")
@@ -125,4 +132,5 @@ def test_quickstart_runs_top_to_bottom_with_the_tiny_config(tmp_path, monkeypatc
     assert "Elo" in text_of("arena") and "network+search8" in text_of("arena")
     assert "search value" in text_of("search-view") and has_image("search-view")
     assert "You play" in text_of("your-move")
+    assert "tic-tac-toe: 2 iterations" in text_of("tictactoe") and "vs minimax:" in text_of("tictactoe")
     assert not (workdir / "runs").exists()  # everything went to RUN_DIR

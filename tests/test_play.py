@@ -95,3 +95,23 @@ def test_end_of_input_and_ctrl_c(error):
 def test_unknown_opponent_is_a_clear_error():
     code, out = run(["--opponent", "grandmaster"], Script([]))
     assert code == 2 and "unknown agent 'grandmaster'" in out and "heuristic" in out
+
+
+def test_tic_tac_toe_by_cell_names_to_the_end():
+    """Any registered game plays through the game's own renderers: cells by name, the
+    opponent's moves told, a result line without points (tic-tac-toe has none)."""
+    cells = iter(["b2", "a1", "c1", "a3", "c3", "a2", "c2", "b1", "b3"])
+
+    def next_free_cell(prompt=""):
+        return next(cells)  # an occupied cell is refused and the next name is tried
+
+    code, out = run(["--game", "tictactoe", "--opponent", "random", "--seat", "first", "--seed", "2"],
+                    next_free_cell)
+    assert code == 0 and "Traceback" not in out
+    assert "You play X b2." in out and re.search(r"Opponent plays O [abc][123]\.", out)
+    assert re.search(r"Final result: (You win!|It's a draw\.|You lose\.)", out), out[-1000:]
+
+
+def test_an_agent_of_another_game_is_a_clear_error():
+    code, out = run(["--game", "tictactoe", "--opponent", "heuristic"], Script([]))
+    assert code == 2 and "plays beastybar only" in out and "minimax" in out

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from beastybar_jax import replay
+from beastybar_jax.alphazero import replay
 
 OBS, ACTIONS = 3, 5
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import tiny_training
-from beastybar_jax import replay, search, selfplay
+from beastybar_jax import search
+from beastybar_jax.alphazero import replay, selfplay
 from beastybar_jax.game import BEASTYBAR, OBSERVATION_LAYOUT
 
 GAME = BEASTYBAR
@@ -85,8 +86,8 @@ def played():
         games_finished=sum(m["games_finished"] for m in run["metrics"]),
         positions_inserted=sum(m["positions_inserted"] for m in run["metrics"]),
     )
-    assert totals["moves"] == config.num_games * config.moves_per_iteration * config.num_iterations
-    assert totals["positions_inserted"] < config.buffer_size  # nothing overwritten: all games still there
+    assert totals["moves"] == config.num_games * config.alphazero.moves_per_iteration * config.num_iterations
+    assert totals["positions_inserted"] < config.alphazero.buffer_size  # nothing overwritten: all games still there
     return state.selfplay, state.replay, totals
 
 

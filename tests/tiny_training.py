@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import atexit
 import functools
+import os
 import pathlib
 import shutil
 import tempfile
 
 import jax
 
-from beastybar_jax import train
+from beastybar_jax import training
 from beastybar_jax.config import TrainConfig, load_config
-from beastybar_jax.metrics import read_jsonl
+from beastybar_jax.training.metrics import read_jsonl
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 TINY = REPO_ROOT / "configs" / "tiny.yaml"
@@ -30,9 +31,9 @@ def tiny_config(run_dir, *overrides: str) -> TrainConfig:
 
 
 @functools.lru_cache(maxsize=None)
-def trainer() -> train.Trainer:
+def trainer() -> training.Trainer:
     """The tiny config's compiled trainer (its run_dir is irrelevant to the computation)."""
-    return train.make_trainer(tiny_config("unused"), compiler_options=FAST_COMPILE)
+    return training.make_trainer(tiny_config("unused"), compiler_options=FAST_COMPILE)
 
 
 @functools.lru_cache(maxsize=None)
@@ -41,9 +42,17 @@ def full_run() -> dict:
     run_dir = pathlib.Path(tempfile.mkdtemp(prefix="tiny_full_"))
     atexit.register(shutil.rmtree, run_dir, ignore_errors=True)
     config = tiny_config(run_dir)
-    loop = train.TrainLoop(config, trainer=trainer(), console=False)
+    loop = training.TrainLoop(config, trainer=trainer(), console=False)
     initial_params = jax.device_get(loop.state.params)
     state = jax.device_get(loop.run())
     loop.close()
     return dict(config=config, run_dir=run_dir, initial_params=initial_params, state=state,
                 metrics=read_jsonl(str(run_dir / "metrics.jsonl")))
+
+
+def cli_env(**extra: str) -> dict:
+    """The environment for a command line started by a test: CPU, fast compiles, this
+    checkout's package first on the path, and the session's compilation cache
+    (``JAX_COMPILATION_CACHE_DIR``, set by conftest) so a compile is paid once."""
+    path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=FAST_COMPILE_FLAG, PYTHONPATH=path, **extra)

@@ -41,15 +41,21 @@ class Agent:
         return f"Agent({self.name!r})"
 
 
-def random_best(scores: jax.Array, mask: jax.Array, key: jax.Array, tolerance: float = 1e-5) -> jax.Array:
+TIE_TOLERANCE = 1e-6
+
+
+def random_best(scores: jax.Array, mask: jax.Array, key: jax.Array, tolerance: float = TIE_TOLERANCE) -> jax.Array:
     """``int32[]`` a uniformly random choice among the legal actions of maximal score.
 
     Args:
       scores: ``float32[A]`` higher is better (values on illegal actions ignored).
       mask: ``bool[A]`` legal actions.
       key: breaks ties.
-      tolerance: scores within this of the best count as tied (float noise from
-        different summation orders must not decide between equal moves).
+      tolerance: scores within this of the best count as tied; the default,
+        1e-6, is the reference baselines' own. Their float64 scores carry
+        rounding noise far below it; float32 scores must be computed so that
+        equal moves score bit-equal (the heuristics snap theirs to an exact
+        grid) or noise of ~1e-5 would decide between equal moves.
 
     With no legal action (a finished game) returns 0.
     """

@@ -4,20 +4,44 @@ decision rules (../shared/reference/FACTS.md), so our win rates compare with the
 Each agent applies every legal move to a world the mover may know (``one_ply``:
 ``game.step`` on ``game.sample_world`` for the mover, i.e. on-play ability,
 recurring phase and five-animal check), scores the resulting table, and plays
-the best move, ties broken at random with the key. The 31 moves are scored at
-once with ``vmap``. The card the mover draws is hidden from them, so no score
-reads it: hands are taken after the play, before the draw.
+the best move. The 31 moves are scored at once with ``vmap``. The card the
+mover draws is hidden from them, so no score reads it: hands are taken after
+the play, before the draw. Nothing a score reads depends on the sampled hidden
+cards, so the agents are deterministic except in ties, which they break as the
+reference does: uniformly at random among the moves within 1e-6 of the best.
+
+Every score is an exact multiple of ``1 / HEURISTIC_GRID`` (heuristic) or
+``1 / OUTCOME_GRID`` (outcome_heuristic): the coefficients are decimals and the
+only fractions are ``index / queue length`` with lengths 1..5. We compute in
+float32 and snap the result to that grid, so moves the reference scores equal
+(in float64, where rounding noise is far below its 1e-6 tie tolerance) are
+bit-equal here too, and distinct scores stay at least 1/3000 apart; without the
+snap, float32 rounding (~1e-5 at these magnitudes) would decide ties.
+``tests/test_heuristic_rules.py`` checks that the unsnapped scores lie on the grid.
+
+The rules follow the reference's code as FACTS.md states it; in particular:
+- heuristic lion: +2 only if the queue's first card after the move is the
+  mover's lion -- a lion that went on into the bar in the five-animal check
+  does not count. Places (lion, kangaroo, giraffe) are places in the queue
+  after the move; a played kangaroo or giraffe cannot reach the bar in its own
+  move (it lands at place 2 or later of a five-card queue);
+- heuristic snake: bonus when the mover has more cards in the queue after the
+  move than before it;
+- heuristic zebra: opponent hippo/crocodile looked for in the queue after the
+  move;
+- outcome_heuristic: +1.5 per opponent crocodile/hippo/lion/zebra/giraffe that
+  left the queue, into the bar or THAT'S IT (count in the queue before minus
+  after, at least 0);
+- outcome_heuristic monkey: +15 if the opponent's hippos/crocodiles in the
+  queue decreased, and independently +12 if an opponent monkey was in the
+  queue before the move.
 
 Where the written rules leave a detail open we chose, and document:
 - "the species played" is the card's species: a chameleon gets the chameleon
   bonus, never the copied species' bonus;
-- a played card that entered the bar in this move's five-animal check counts as
-  having "ended at the front" (place 0) for the lion, kangaroo and giraffe
-  bonuses;
 - "queue length" in the material formula is the length after the move;
-  zebra's "opponent hippo or crocodile in the queue" and outcome_heuristic's
-  "visible cards" (queue + bar + THAT'S IT) are read before the move;
-- outcome_heuristic's monkey "+12 more" is added on top of the "+15" only.
+  outcome_heuristic's "visible cards" (queue + bar + THAT'S IT) and the
+  parrot's "index / length" are read before the move.
 """
 
 from __future__ import annotations
@@ -41,11 +65,21 @@ _BIG_FIVE = jnp.zeros(C.NUM_SPECIES, bool).at[
 _RECURRING = jnp.zeros(C.NUM_SPECIES, bool).at[jnp.asarray([C.HIPPO, C.CROCODILE, C.GIRAFFE])].set(True)
 
 HEURISTIC_BAR_WEIGHTS = {"heuristic": 2.0, "aggressive": 3.0, "defensive": 1.0}
+# Denominators of the exact scores: heuristic coefficients are tenths and its queue
+# weight is 1.1 - 0.8 * index / length (length 1..5), so sixhundredths; outcome's
+# are thousandths (1.5 x 0.6 x 0.53 = 0.477) and 0.5 x index / length, so 1/3000.
+HEURISTIC_GRID = 600.0
+OUTCOME_GRID = 3000.0
 
 
 def _points(mask):
     """Points of a ``bool[..., 12]`` species mask."""
     return jnp.sum(mask * _POINTS, axis=-1)
+
+
+def _snap(scores, grid):
+    """``scores`` rounded to the nearest multiple of ``1 / grid`` (see the module docstring)."""
+    return jnp.round(scores * grid) / grid
 
 
 def _queue_parts(queue, mover):
@@ -74,9 +108,10 @@ class _Move:
         self.lost_opp = _points(self.new_thats_it_opp)
         card = p * C.NUM_SPECIES + _CARD_SPECIES  # [A]
         at = after.queue.astype(jnp.int32) == card[:, None]  # [A, 5]
-        entered_bar = after.bar[:, p][jnp.arange(game.NUM_ACTIONS), _CARD_SPECIES]
-        # place of the played card after the move; 0 if it entered the bar, -1 if gone.
-        self.place = jnp.where(entered_bar, 0, jnp.where(jnp.any(at, 1), jnp.argmax(at, 1), -1))
+        # place of the played card in the queue after the move; -1 if it left the
+        # queue (into the bar, or THAT'S IT): a lion that went on into the bar is
+        # not "the first card of the queue".
+        self.place = jnp.where(jnp.any(at, 1), jnp.argmax(at, 1), -1)
         # the parrot's target (by card or by a chameleon copying a parrot), before the move
         before = world.queue.astype(jnp.int32)
         target = before[jnp.clip(_PARAM, 0, C.QUEUE_SLOTS - 1)]
@@ -93,7 +128,7 @@ def heuristic_scores(world: game.State, after: game.State, bar_weight: float) ->
     p, o = m.mover, 1 - m.mover
     # Material after the move.
     material = bar_weight * (_points(after.bar[:, p]) - _points(after.bar[:, o]))
-    present, own, opp, _, pts = jax.vmap(_queue_parts, in_axes=(0, None))(after.queue, p)
+    present, own, opp, species, pts = jax.vmap(_queue_parts, in_axes=(0, None))(after.queue, p)
     length = jnp.maximum(jnp.sum(present, axis=1, keepdims=True), 1)
     f = 1.0 - _SLOT[None, :] / length
     queue_weight = 1.1 * f + 0.3 * (1.0 - f)
@@ -112,18 +147,18 @@ def heuristic_scores(world: game.State, after: game.State, bar_weight: float) ->
     bonus += jnp.where((s == C.MONKEY) & (m.lost_opp >= 4), 2.5, 0.0)
     seal = jnp.where(m.bar_gain_own > m.bar_gain_opp, 1.5, jnp.where(m.bar_gain_own < m.bar_gain_opp, -1.0, 0.0))
     bonus += jnp.where(s == C.SEAL, seal, 0.0)
-    more_in_queue = jnp.sum(own, 1) > jnp.sum(opp, 1)
+    _, own_before, _, _, _ = _queue_parts(world.queue, p)
+    more_in_queue = jnp.sum(own, 1) > jnp.sum(own_before)  # the mover's own cards, after vs before
     snake = 0.5 * jnp.sum(jnp.where(own & (_SLOT[None, :] < 2), pts, 0.0), axis=1)
     bonus += jnp.where((s == C.SNAKE) & more_in_queue, snake, 0.0)
-    _, _, opp_before, species_before, _ = _queue_parts(world.queue, p)
-    big_opp = jnp.any(opp_before & ((species_before == C.HIPPO) | (species_before == C.CROCODILE)))
-    bonus += jnp.where(s == C.ZEBRA, jnp.where(big_opp, 1.5, -0.5), 0.0)
+    big_opp_after = jnp.any(opp & ((species == C.HIPPO) | (species == C.CROCODILE)), axis=1)
+    bonus += jnp.where(s == C.ZEBRA, jnp.where(big_opp_after, 1.5, -0.5), 0.0)
     bonus += jnp.where((s == C.KANGAROO) & (m.place >= 0) & (m.place <= 1), 1.0, 0.0)
     giraffe = jnp.where(m.place == 0, 1.5, jnp.where(m.place == 1, 0.5, 0.0))
     bonus += jnp.where(s == C.GIRAFFE, giraffe, 0.0)
     bonus += jnp.where(s == C.CROCODILE, 0.3 * m.lost_opp, 0.0)
     bonus += jnp.where(s == C.CHAMELEON, 0.1 * (_ACTING_SPECIES + 1), 0.0)
-    return material + bonus
+    return _snap(material + bonus, HEURISTIC_GRID)
 
 
 def _outcome_queue_value(queue, mover):
@@ -139,8 +174,12 @@ def outcome_scores(world: game.State, after: game.State) -> jax.Array:
     value_after = jax.vmap(_outcome_queue_value, in_axes=(0, None))(after.queue, p)
     score += 1.5 * (value_after - _outcome_queue_value(world.queue, p))
     _, own_after, opp_after, species_after, _ = jax.vmap(_queue_parts, in_axes=(0, None))(after.queue, p)
+    _, _, opp_before, species_before, _ = _queue_parts(world.queue, p)
     score += jnp.where(jnp.any(own_after[:, :2], axis=1), 2.0, 0.0)
-    score += 1.5 * jnp.sum(m.new_thats_it_opp & _BIG_FIVE[None, :], axis=1)
+    # opponent's big five that left the queue, into the bar or THAT'S IT
+    big_five_before = jnp.sum(opp_before & _BIG_FIVE[species_before])
+    big_five_after = jnp.sum(opp_after & _BIG_FIVE[species_after], axis=1)
+    score += 1.5 * jnp.maximum(big_five_before - big_five_after, 0)
 
     s = _CARD_SPECIES
     index_fraction = 1.0 - _PARAM / jnp.maximum(m.length_before, 1)
@@ -150,13 +189,10 @@ def outcome_scores(world: game.State, after: game.State) -> jax.Array:
     score += jnp.where((s == C.PARROT) & m.target_present, parrot, 0.0)
     score += jnp.where(s == C.SKUNK, 0.5 * (m.lost_opp - m.lost_own), 0.0)
 
-    _, _, opp_before, species_before, _ = _queue_parts(world.queue, p)
-    big = (species_before == C.HIPPO) | (species_before == C.CROCODILE)
-    big_before = jnp.sum(opp_before & big)
+    big_before = jnp.sum(opp_before & ((species_before == C.HIPPO) | (species_before == C.CROCODILE)))
     big_after = jnp.sum(opp_after & ((species_after == C.HIPPO) | (species_after == C.CROCODILE)), axis=1)
-    fewer = big_after < big_before
     opp_monkey = jnp.any(opp_before & (species_before == C.MONKEY))
-    monkey = jnp.where(fewer, 15.0 + jnp.where(opp_monkey, 12.0, 0.0), 0.0)
+    monkey = jnp.where(big_after < big_before, 15.0, 0.0) + jnp.where(opp_monkey, 12.0, 0.0)
     score += jnp.where(s == C.MONKEY, monkey, 0.0)
 
     visible = jnp.sum(world.queue >= 0) + jnp.sum(world.bar) + jnp.sum(world.thats_it)
@@ -164,7 +200,7 @@ def outcome_scores(world: game.State, after: game.State) -> jax.Array:
     late = (s == C.PARROT) | (s == C.SKUNK) | (s == C.CROCODILE)
     score += jnp.where(early & (visible <= 3), 0.5, 0.0)
     score += jnp.where(late & (visible >= 8), 0.3, 0.0)
-    return score
+    return _snap(score, OUTCOME_GRID)
 
 
 def make_heuristic_act(bar_weight: float):

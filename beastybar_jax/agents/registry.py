@@ -2,18 +2,25 @@
 
 Specs::
 
-    random | greedy | heuristic | aggressive | defensive | outcome_heuristic
+    random                                 any game
+    greedy | heuristic | aggressive | defensive | outcome_heuristic
+                                           Beasty Bar only (the reference's baselines)
+    minimax                                tic-tac-toe only (perfect play)
     mcts-<N>[@worlds=<K>][@algo=gumbel|puct][@playouts=<P>]
+                                           any game
     checkpoint:<path>                      trained network, policy argmax
     checkpoint:<path>@sims=<N>[@worlds=<K>][@algo=gumbel|puct]
                                            trained network + search (the run's
                                            search config, with these overrides)
-    solver+<agent>                         exact endgame play where solvable, else <agent>
-                                           (any spec above; beastybar_jax.endgame)
+    solver+<agent>                         Beasty Bar only: exact endgame play where the
+                                           position is solvable, <agent> (any spec above)
+                                           elsewhere (beastybar_jax.endgame)
 
 ``<path>`` is a run directory, its ``checkpoints/`` directory or one
-``checkpoints/<iteration>`` directory. Options follow ``@`` and are peeled off
-from the end, so a path may itself contain ``@``.
+``checkpoints/<iteration>`` directory; the checkpoint must have been trained on the
+game asked for. Options follow ``@`` and are peeled off from the end, so a path may
+itself contain ``@``. Asking for an agent that does not play the game (a Beasty Bar
+heuristic for tic-tac-toe) is an :class:`AgentSpecError` naming the agents that do.
 """
 
 from __future__ import annotations
@@ -23,17 +30,43 @@ import re
 from beastybar_jax.agents.base import Agent
 from beastybar_jax.agents.baselines import greedy_agent, random_agent
 from beastybar_jax.agents.heuristics import heuristic_agent, outcome_heuristic_agent
-from beastybar_jax.game import BEASTYBAR, Game
+from beastybar_jax.games import Game, get_game
 
+# name -> (the game it plays, or None for any game; factory(game) -> Agent)
 _SIMPLE = {
-    "random": random_agent,
-    "greedy": greedy_agent,
-    "heuristic": lambda: heuristic_agent("heuristic"),
-    "aggressive": lambda: heuristic_agent("aggressive"),
-    "defensive": lambda: heuristic_agent("defensive"),
-    "outcome_heuristic": outcome_heuristic_agent,
+    "random": (None, random_agent),
+    "greedy": ("beastybar", lambda game: greedy_agent()),
+    "heuristic": ("beastybar", lambda game: heuristic_agent("heuristic")),
+    "aggressive": ("beastybar", lambda game: heuristic_agent("aggressive")),
+    "defensive": ("beastybar", lambda game: heuristic_agent("defensive")),
+    "outcome_heuristic": ("beastybar", lambda game: outcome_heuristic_agent()),
+    "minimax": ("tictactoe", lambda game: _minimax_agent()),
 }
-AGENT_NAMES = (*_SIMPLE, "mcts-<N>", "checkpoint:<path>", "checkpoint:<path>@sims=<N>", "solver+<agent>")
+
+
+def _minimax_agent() -> Agent:
+    from beastybar_jax.agents.perfect import minimax_agent  # loads tic-tac-toe only when asked for
+
+    return minimax_agent()
+_GENERIC = ("mcts-<N>", "checkpoint:<path>", "checkpoint:<path>@sims=<N>")
+# name -> the game it plays: agents built around another agent's spec.
+_WRAPPERS = {"solver+<agent>": "beastybar"}
+AGENT_NAMES = (*_SIMPLE, *_GENERIC, *_WRAPPERS)
+
+
+_DEFAULT_OPPONENT = {"beastybar": "heuristic", "tictactoe": "minimax"}
+
+
+def default_opponent(game: Game | str = "beastybar") -> str:
+    """The registry name of the game's strongest baseline (``random`` if it has none)."""
+    return _DEFAULT_OPPONENT.get(game if isinstance(game, str) else game.name, "random")
+
+
+def agent_names(game: Game | str = "beastybar") -> tuple[str, ...]:
+    """The registry names that play ``game``."""
+    name = game if isinstance(game, str) else game.name
+    return (tuple(n for n, (plays, _) in _SIMPLE.items() if plays in (None, name)) + _GENERIC
+            + tuple(n for n, plays in _WRAPPERS.items() if plays == name))
 _OPTION = re.compile(r"^(?P<key>[a-z_]+)=(?P<value>[A-Za-z0-9_.\-]+)$")
 _MCTS = re.compile(r"^mcts-(?P<sims>\d+)$")
 _ALGORITHMS = ("gumbel", "puct")
@@ -84,8 +117,22 @@ def _check_options(spec: str, options: dict, allowed: tuple[str, ...]) -> None:
                              f"allowed here: {allowed_text}")
 
 
-def make_agent(spec: str, *, game: Game = BEASTYBAR) -> Agent:
-    """The agent a registry spec names (see the module docstring).
+def _solver_agent(spec: str, game: Game) -> Agent:
+    head, plus, fallback = spec.partition("+")
+    if head != "solver" or not plus or not fallback.strip():
+        raise AgentSpecError(f"agent spec {spec!r}: write solver+<agent> (the agent to play where the "
+                             "endgame cannot be solved), e.g. solver+heuristic")
+    if game.name != _WRAPPERS["solver+<agent>"]:
+        raise AgentSpecError(f"agent spec {spec!r}: the endgame solver plays Beasty Bar only, not {game.name}; "
+                             f"agents for {game.name}: {', '.join(agent_names(game))}")
+    from beastybar_jax.agents.solver import solver_agent  # loads the solver only when asked for
+
+    return solver_agent(make_agent(fallback.strip(), game=game), name=spec)
+
+
+def make_agent(spec: str, *, game: Game | None = None) -> Agent:
+    """The agent a registry spec names (see the module docstring), for ``game``
+    (default: Beasty Bar).
 
     Raises:
       AgentSpecError (a ValueError): unknown names or options, with the accepted ones.
@@ -93,16 +140,19 @@ def make_agent(spec: str, *, game: Game = BEASTYBAR) -> Agent:
     """
     if not isinstance(spec, str) or not spec.strip():
         raise AgentSpecError(f"empty agent spec {spec!r}; {_help()}")
+    game = get_game("beastybar") if game is None else game
     spec = spec.strip()
-    if spec.startswith("solver"):  # the options belong to the fallback agent
-        from beastybar_jax.endgame.agent import solver_agent_from_spec
-
-        return solver_agent_from_spec(spec, game=game)
+    if spec.startswith("solver"):  # solver+<agent>: the options belong to the fallback agent
+        return _solver_agent(spec, game)
     base, options = split_options(spec)
 
     if base in _SIMPLE:
         _check_options(spec, options, ())
-        return _SIMPLE[base]()
+        plays, factory = _SIMPLE[base]
+        if plays not in (None, game.name):
+            raise AgentSpecError(f"agent {base!r} plays {plays} only, not {game.name}; agents for {game.name}: "
+                                 f"{', '.join(agent_names(game))}")
+        return factory(game)
 
     mcts = _MCTS.match(base)
     if mcts:
@@ -125,9 +175,11 @@ def make_agent(spec: str, *, game: Game = BEASTYBAR) -> Agent:
         if ("worlds" in options or "algo" in options) and "sims" not in options:
             raise AgentSpecError(f"agent spec {spec!r}: worlds/algo only apply with search; add @sims=<N>")
         from beastybar_jax.agents.search_agents import network_agent, search_config_with
-        from beastybar_jax.checkpoint import load_agent
+        from beastybar_jax.training.checkpoint import load_agent
 
         model = load_agent(path)
+        if model.config.game != game.name:
+            raise AgentSpecError(f"agent spec {spec!r}: that checkpoint plays {model.config.game}, not {game.name}")
         if "sims" not in options:
             return network_agent(model.network, model.params, name=spec, game=game)
         changes = {"num_simulations": _positive_int(spec, "sims", options["sims"])}
@@ -135,7 +187,7 @@ def make_agent(spec: str, *, game: Game = BEASTYBAR) -> Agent:
             changes["num_determinizations"] = _positive_int(spec, "worlds", options["worlds"])
         if "algo" in options:
             changes["algorithm"] = _algorithm(spec, options["algo"])
-        search = search_config_with(model.config.search, **changes)
+        search = search_config_with(model.config.alphazero.search, **changes)
         return network_agent(model.network, model.params, search=search, name=spec, game=game)
 
     if base.startswith("mcts"):

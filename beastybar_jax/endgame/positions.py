@@ -13,13 +13,13 @@ game these are the last 8 plies (both decks empty) plus the ply before them
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from beastybar_jax import game
-from beastybar_jax.agents.base import Agent
 
 # The longest game from a solvable position: the mover's deck card plus the
 # eight cards of both hands (9 plies).
@@ -43,12 +43,14 @@ def plies_left_bound(state: game.State) -> jax.Array:
     return jnp.sum(state.hand) + jnp.sum(state.deck >= 0)
 
 
-def play_recorded(agent_a: Agent, agent_b: Agent, num_games: int, key: jax.Array,
+def play_recorded(agent_a: Any, agent_b: Any, num_games: int, key: jax.Array,
                   g: game.Game = game.BEASTYBAR) -> game.State:
     """Every state of ``num_games`` games between two agents: ``State`` with leading
     axes ``[T, G]`` (``T = g.max_game_length``, the state before each turn; finished
     games repeat their final state). Agent A sits in seat 0 of the first half of the
-    games and in seat 1 of the second half. Pure and jittable."""
+    games and in seat 1 of the second half. Pure and jittable. Agents are
+    ``beastybar_jax.agents.Agent`` records (this package imports no agent: the
+    agents build on it)."""
     deal_key, play_key = jax.random.split(key)
     states = jax.vmap(g.init)(jax.random.split(deal_key, num_games))
     seat_a = (jnp.arange(num_games) >= num_games // 2).astype(jnp.int32)
@@ -66,7 +68,7 @@ def play_recorded(agent_a: Agent, agent_b: Agent, num_games: int, key: jax.Array
 
 
 @functools.lru_cache(maxsize=32)
-def compiled_play(agent_a: Agent, agent_b: Agent, num_games: int):
+def compiled_play(agent_a: Any, agent_b: Any, num_games: int):
     """``play_recorded`` jitted, as ``play(key) -> history``."""
     return jax.jit(functools.partial(play_recorded, agent_a, agent_b, num_games))
 
@@ -84,6 +86,6 @@ def solvable_positions(history: game.State) -> game.State:
     return jax.tree.map(lambda x: np.asarray(x)[keep], flat)
 
 
-def endgames_from_games(agent_a: Agent, agent_b: Agent, num_games: int, key: jax.Array) -> game.State:
+def endgames_from_games(agent_a: Any, agent_b: Any, num_games: int, key: jax.Array) -> game.State:
     """All solvable positions of ``num_games`` games between two agents (host arrays ``[N]``)."""
     return solvable_positions(compiled_play(agent_a, agent_b, int(num_games))(key))

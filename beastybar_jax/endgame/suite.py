@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any
 import pathlib
 
 import jax
@@ -28,7 +29,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from beastybar_jax import game
-from beastybar_jax.agents.base import Agent
 
 SUITE_PATH = pathlib.Path(__file__).resolve().parent / "endgame_suite.npz"
 WORST_MARGIN = int(np.sum(np.asarray(game.POINTS)))  # all of a player's points
@@ -139,11 +139,11 @@ CHUNK = 1024  # positions per compiled call of an agent
 
 
 @functools.lru_cache(maxsize=32)
-def _compiled_moves(agent: Agent):
+def _compiled_moves(agent: Any):
     return jax.jit(jax.vmap(agent.act))
 
 
-def agent_moves(agent: Agent, suite: Suite, key: jax.Array, chunk: int = CHUNK) -> np.ndarray:
+def agent_moves(agent: Any, suite: Suite, key: jax.Array, chunk: int = CHUNK) -> np.ndarray:
     """``int32[N]`` the agent's move in each suite position, in chunks of ``chunk``
     positions (the last one padded) so that one compiled function serves the suite."""
     act = _compiled_moves(agent)
@@ -158,6 +158,6 @@ def agent_moves(agent: Agent, suite: Suite, key: jax.Array, chunk: int = CHUNK) 
     return np.concatenate(moves)
 
 
-def evaluate_agent(agent: Agent, suite: Suite, key: jax.Array, chunk: int = CHUNK) -> EndgameScore:
+def evaluate_agent(agent: Any, suite: Suite, key: jax.Array, chunk: int = CHUNK) -> EndgameScore:
     """An agent's endgame score over a suite (its moves drawn with ``key``)."""
     return score_moves(suite, agent_moves(agent, suite, key, chunk), agent.name)

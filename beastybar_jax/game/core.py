@@ -11,6 +11,7 @@ from beastybar_jax.game import actions as A
 from beastybar_jax.game import cards as C
 from beastybar_jax.game import queue as Q
 from beastybar_jax.game.state import State
+from beastybar_jax.games import as_action
 
 _CARD_SPECIES = jnp.asarray(A.ACTION_CARD_SPECIES)
 _ACTING_SPECIES = jnp.asarray(A.ACTION_ACTING_SPECIES)
@@ -160,13 +161,15 @@ def _play(state: State, action) -> State:
 
 
 def step(state: State, action) -> State:
-    """Play ``action`` (an int id) for the player to move.
+    """Play ``action`` (an integer id) for the player to move.
 
     A finished game is returned unchanged. An illegal action ends the game with
-    the mover losing (-1, opponent +1) and leaves the table as it was.
+    the mover losing (-1, opponent +1) and leaves the table as it was; so does an id
+    outside ``0..30``, of any integer width (an ``int64`` 2**32 + 8 is not 8). A
+    non-integer action (a float) raises ``GameInputError``, at trace time under jit.
     """
-    action = jnp.asarray(action, dtype=jnp.int32)
-    in_range = (action >= 0) & (action < A.NUM_ACTIONS)
+    action = as_action(action, A.NUM_ACTIONS)  # -1 when out of range
+    in_range = action >= 0
     safe_action = jnp.clip(action, 0, A.NUM_ACTIONS - 1)
     legal = in_range & jnp.any(legal_action_mask(state) & (_ACTIONS == safe_action))
     played = _play(state, safe_action)

@@ -4,11 +4,12 @@ import jax
 import jax.numpy as jnp
 
 from beastybar_jax.game import actions, cards, core, observe, render, state
-from beastybar_jax.games import Game, TokenLayout
+from beastybar_jax.games import Game, TokenLayout, as_player
 
 
 def _score_margin(s: state.State, player) -> jax.Array:
     """Points of ``player`` minus the opponent's, in the bar now."""
+    player = as_player(player, cards.NUM_PLAYERS)
     scores = s.scores
     return (scores[player] - scores[1 - player]).astype(jnp.float32)
 
@@ -33,4 +34,7 @@ BEASTYBAR = Game(
     action_names=actions.ACTION_NAMES,
     render_state=render.render_state,
     render_action=render.render_action,
+    describe_move=render.describe_move,
+    points=lambda s: s.scores,
+    score_margin_scale=10.0,  # bar points: margins of a few points to ~20
 )

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 from beastybar_jax.game import cards as C
 from beastybar_jax.game import queue as Q
 from beastybar_jax.game.state import State
+from beastybar_jax.games import as_player
 
 QUEUE_TOKENS = 4  # queue places visible between turns
 QUEUE_FEATURES = C.NUM_SPECIES + 2  # species one-hot, mine, theirs
@@ -31,9 +32,10 @@ def observe(state: State, player) -> jax.Array:
     """``float32[149]`` what ``player`` knows, laid out as ``OBSERVATION_LAYOUT``.
 
     Never depends on how the opponent's unseen cards split between hand and
-    deck, nor on either deck's order.
+    deck, nor on either deck's order. ``player`` must be 0 or 1: a concrete other
+    value raises ``GameInputError``; a traced one is not checked.
     """
-    player = jnp.asarray(player, jnp.int32)
+    player = as_player(player, C.NUM_PLAYERS)
     is_first = player == 0
     # ``x[player]`` / ``x[1 - player]`` of a ``[2, ...]`` array as selects: a dynamic
     # gather per game is much slower under vmap on CPU.
@@ -98,9 +100,9 @@ def sample_world(state: State, player, key: jax.Array) -> State:
     The public table and ``player``'s hand are kept; the opponent's unseen cards
     are dealt uniformly between their hand (same size) and their deck (random
     order), and ``player``'s own deck is reshuffled. Every consistent world is
-    equally likely.
+    equally likely. ``player`` is checked as in :func:`observe`.
     """
-    player = jnp.asarray(player, jnp.int32)
+    player = as_player(player, C.NUM_PLAYERS)
     own_key, opponent_key = jax.random.split(key)
     species = jnp.arange(C.NUM_SPECIES)
     in_deck = jnp.any(state.deck[:, :, None] == species[None, None, :], axis=1)

@@ -49,14 +49,49 @@ def render_state(state, viewer: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def render_action(action: int, state=None) -> str:
-    """The name of ``action``; with the state before it, the parrot's and the
-    chameleon's targets are named too (``"parrot on queue place 1 (lion of P1)"``)."""
+def render_action(action: int, state=None, viewer: int | None = None) -> str:
+    """The name of ``action``; with the state before it, the parrot's target is named too:
+    ``"parrot on queue place 1 (lion of P1)"``, or from ``viewer``'s side
+    ``"parrot on queue place 1 (the lion (yours))"``."""
     text = A.action_name(action)
     if state is None:
         return text
     queue = [int(c) for c in np.asarray(state["queue"]) if c >= 0]
     acting = int(A.ACTION_ACTING_SPECIES[action])
-    if acting == C.PARROT and A.ACTION_PARAM[action] < len(queue):
-        text += f" ({_card(queue[int(A.ACTION_PARAM[action])])})"
+    place = int(A.ACTION_PARAM[action])
+    if acting == C.PARROT and place < len(queue):
+        text += f" ({_card(queue[place])})" if viewer is None else f" (the {_owned(queue[place], viewer)})"
     return text
+
+
+def _owned(card: int, viewer: int) -> str:
+    owner, species = divmod(int(card), C.NUM_SPECIES)
+    return f"{C.SPECIES_NAMES[species]} ({'yours' if owner == viewer else 'opponent' + chr(39) + 's'})"
+
+
+def _new_cards(before, after, viewer: int) -> list[str]:
+    """Cards in ``after`` (bool[2, 12]) but not ``before``, named from ``viewer``'s side."""
+    new = np.asarray(after) & ~np.asarray(before)
+    return [_owned(p * C.NUM_SPECIES + s, viewer) for p, s in zip(*np.nonzero(new))]
+
+
+def describe_move(before, after, action: int, viewer: int) -> str:
+    """What ``action`` did, told from ``viewer``'s side: who played what, the cards that
+    entered the bar or went to THAT'S IT, the queue after it, and (for the viewer's own
+    move) the card they drew."""
+    mover = int(before["current_player"])
+    who = "You play" if mover == viewer else "Opponent plays"
+    lines = [f"{who} {render_action(action, before, viewer)}."]
+    entered = _new_cards(before["bar"], after["bar"], viewer)
+    gone = _new_cards(before["thats_it"], after["thats_it"], viewer)
+    if entered:
+        lines.append("  Entered the bar: " + ", ".join(entered) + ".")
+    if gone:
+        lines.append("  Sent to THAT'S IT: " + ", ".join(gone) + ".")
+    queue = [int(c) for c in np.asarray(after["queue"]) if c >= 0]
+    lines.append("  Queue now (front first): " + (", ".join(_owned(c, viewer) for c in queue) or "empty") + ".")
+    if mover == viewer:
+        drawn = np.asarray(after["hand"][viewer]) & ~np.asarray(before["hand"][viewer])
+        for species in np.flatnonzero(drawn):
+            lines.append(f"  You draw the {C.SPECIES_NAMES[species]}.")
+    return "\n".join(lines)

@@ -1,61 +1,45 @@
-"""Write notebooks/quickstart.ipynb from the cell sources below (with nbformat).
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
 
-    python notebooks/make_quickstart.py
+# %% [markdown]
+# # beastybar_jax quickstart
+#
+# Beasty Bar as pure JAX functions, with AlphaZero-style training (mctx search in self-play,
+# an optax learner) compiled into one function per iteration. In this notebook you:
+#
+# 1. play a few thousand random games at once and read one of them move by move;
+# 2. train the `quick` config for a few iterations, watching the losses and the win rate
+#    against two baseline opponents;
+# 3. restore the trained network from its orbax checkpoint;
+# 4. measure it in the arena against the baselines (duplicate deals, Elo table);
+# 5. look inside the search at one position: visits, policy and value per legal move;
+# 6. play a move against it.
+#
+# It runs on a GPU when one is present (on Colab: *Runtime → Change runtime type → GPU*) and on
+# the CPU otherwise; every number below is small enough for a CPU.
 
-The notebook is generated so that its source can be reviewed as plain Python; the
-committed .ipynb must be this script's output (no outputs stored, fixed cell ids).
-tests/test_notebook.py checks that and executes the notebook with a tiny config.
-"""
+# %% [markdown]
+# ## Install
+#
+# On Colab, set `REPO` to the git URL of this repository and run the cell: it clones the
+# repository (the configs live in it) and installs the package, with the CUDA build of JAX when
+# `nvidia-smi` finds a GPU. Run from a checkout (`notebooks/` of the repository), it installs that
+# checkout. When `beastybar_jax` is already importable it does nothing. If pip replaced a package
+# that Colab had already imported, Colab asks to restart the session: do so and run all cells again.
 
-from __future__ import annotations
-
-import pathlib
-import sys
-
-import nbformat
-
-NOTEBOOK = pathlib.Path(__file__).resolve().parent / "quickstart.ipynb"
-
-CELLS: list[tuple[str, str, str]] = []  # (cell id, "markdown" | "code", source)
-
-
-def md(cell_id: str, source: str) -> None:
-    CELLS.append((cell_id, "markdown", source.strip("\n")))
-
-
-def code(cell_id: str, source: str) -> None:
-    CELLS.append((cell_id, "code", source.strip("\n")))
-
-
-md("title", """
-# beastybar_jax quickstart
-
-Beasty Bar as pure JAX functions, with AlphaZero-style training (mctx search in self-play,
-an optax learner) compiled into one function per iteration. In this notebook you:
-
-1. play a few thousand random games at once and read one of them move by move;
-2. train the `quick` config for a few iterations, watching the losses and the win rate
-   against two baseline opponents;
-3. restore the trained network from its orbax checkpoint;
-4. measure it in the arena against the baselines (duplicate deals, Elo table);
-5. look inside the search at one position: visits, policy and value per legal move;
-6. play a move against it.
-
-It runs on a GPU when one is present (on Colab: *Runtime → Change runtime type → GPU*) and on
-the CPU otherwise; every number below is small enough for a CPU.
-""")
-
-md("install-md", """
-## Install
-
-On Colab, set `REPO` to the git URL of this repository and run the cell: it clones the
-repository (the configs live in it) and installs the package, with the CUDA build of JAX when
-`nvidia-smi` finds a GPU. Run from a checkout (`notebooks/` of the repository), it installs that
-checkout. When `beastybar_jax` is already importable it does nothing. If pip replaced a package
-that Colab had already imported, Colab asks to restart the session: do so and run all cells again.
-""")
-
-code("install", r'''
+# %% tags=["install"]
 REPO = "https://github.com/<you>/beastybar_jax.git"  # <- the git URL of this repository (for Colab)
 CLONE_DIR = "beastybar_jax_repo"  # where a clone goes
 
@@ -111,17 +95,15 @@ if importlib.util.find_spec("matplotlib") is None:  # for the charts (preinstall
 
 REPO_ROOT = find_repo_root()
 print("configs:", REPO_ROOT / "configs" if REPO_ROOT else "not found (pass CONFIG as a path to a YAML file)")
-''')
 
-md("parameters-md", """
-## Parameters
+# %% [markdown]
+# ## Parameters
+#
+# `CONFIG` names a file in `configs/` (`tiny`, `quick`, `h100`) or is a path to a YAML file.
+# The `quick` config trains 64 games side by side with 16 simulations per move; its full run is
+# 120 iterations. Everything below reads these values.
 
-`CONFIG` names a file in `configs/` (`tiny`, `quick`, `h100`) or is a path to a YAML file.
-The `quick` config trains 64 games side by side with 16 simulations per move; its full run is
-120 iterations. Everything below reads these values.
-""")
-
-code("parameters", '''
+# %% tags=["parameters"]
 CONFIG = "quick"          # configs/<CONFIG>.yaml, or a path to a YAML config
 ITERATIONS = 60           # training iterations (the quick config's own run: 120)
 OPPONENTS = ["random", "heuristic"]  # baselines (agent registry names), weakest first
@@ -132,9 +114,9 @@ SEARCH_SIMULATIONS = 32   # the search we look inside, the search agent of the a
 RUN_DIR = "runs/notebook" # this notebook's run; deleted and recreated when you train again
 SEED = 0
 OVERRIDES = []            # more config overrides, e.g. ["num_games=128", "network.width=128"]
-''')
+TICTACTOE_ITERATIONS = 50 # the tic-tac-toe sanity check (its config's full run: about a minute on a CPU)
 
-code("imports", '''
+# %% tags=["imports"]
 import dataclasses
 import time
 
@@ -147,22 +129,19 @@ from IPython.display import clear_output, display
 from beastybar_jax import arena, game, search
 from beastybar_jax.agents import make_agent, network_agent
 from beastybar_jax.config import load_config
-from beastybar_jax.metrics import read_jsonl
-from beastybar_jax.train import TrainLoop, load_agent
+from beastybar_jax.training import TrainLoop, load_agent, read_jsonl
 
 print(f"jax {jax.__version__}, backend: {jax.default_backend()}, devices: {jax.devices()}")
-''')
 
-md("random-md", """
-## 1. Random games
+# %% [markdown]
+# ## 1. Random games
+#
+# The engine is a set of pure functions on one small `game.State` (`init`, `step`,
+# `legal_action_mask`, `observe`, `sample_world`, ...). Batching is `jax.vmap`, playing is a
+# `jax.lax.scan` over the 24 turns a game lasts at most, and the whole thing compiles into one
+# function. Here 4,096 games are played at once by random legal moves.
 
-The engine is a set of pure functions on one small `game.State` (`init`, `step`,
-`legal_action_mask`, `observe`, `sample_world`, ...). Batching is `jax.vmap`, playing is a
-`jax.lax.scan` over the 24 turns a game lasts at most, and the whole thing compiles into one
-function. Here 4,096 games are played at once by random legal moves.
-""")
-
-code("random-games", '''
+# %% tags=["random-games"]
 NUM_RANDOM_GAMES = 4096
 
 
@@ -195,9 +174,9 @@ print(f"all ended: {bool(np.asarray(random_final.terminated).all())}; length {le
 print(f"draws: {np.mean(rewards[:, 0] == 0):.1%}; "
       f"first mover wins: {np.mean(rewards[np.arange(NUM_RANDOM_GAMES), first] > 0):.1%}; "
       f"mean bar points per player: {np.asarray(random_final.scores).mean():.2f}")
-''')
 
-code("render-game", '''
+
+# %% tags=["render-game"]
 def state_at(tree, *index):
     """One state out of a batched (or stacked) State."""
     return jax.tree.map(lambda x: x[index], tree)
@@ -213,21 +192,19 @@ for t in range(int(lengths[g])):
 print()
 final = state_at(random_final, g)  # the last line says who won
 print(game.render_state(final))
-''')
 
-md("train-md", """
-## 2. Train
+# %% [markdown]
+# ## 2. Train
+#
+# `TrainLoop` compiles one iteration (self-play with search → replay buffer → SGD steps) and runs
+# it `ITERATIONS` times; Python only logs scalars, saves orbax checkpoints and calls hooks. The hook
+# below redraws the losses after every iteration; the win rates come from the loop's evaluation
+# (`eval_every`), which plays the raw policy against the `OPPONENTS` (by default `random` and
+# `heuristic`) on fixed deals.
+# Training starts once the replay buffer holds `min_buffer_size` positions, so the first points
+# have no loss. The first iteration includes compilation (tens of seconds on a CPU).
 
-`TrainLoop` compiles one iteration (self-play with search → replay buffer → SGD steps) and runs
-it `ITERATIONS` times; Python only logs scalars, saves orbax checkpoints and calls hooks. The hook
-below redraws the losses after every iteration; the win rates come from the loop's evaluation
-(`eval_every`), which plays the raw policy against the `OPPONENTS` (by default `random` and
-`heuristic`) on fixed deals.
-Training starts once the replay buffer holds `min_buffer_size` positions, so the first points
-have no loss. The first iteration includes compilation (tens of seconds on a CPU).
-""")
-
-code("config", '''
+# %% tags=["config"]
 config_path = pathlib.Path(CONFIG)
 if not config_path.suffix:
     if REPO_ROOT is None:
@@ -242,13 +219,13 @@ config = load_config(config_path, [
     f"eval_opponents=[{', '.join(OPPONENTS)}]",
     *OVERRIDES,
 ])
-print(f"{config_path.name}: {config.num_games} games x {config.moves_per_iteration} moves per iteration, "
-      f"{config.search.num_simulations} simulations per move ({config.search.algorithm}), "
+az = config.alphazero  # the AlphaZero section of the config
+print(f"{config_path.name}: {config.num_games} games x {az.moves_per_iteration} moves per iteration, "
+      f"{az.search.num_simulations} simulations per move ({az.search.algorithm}), "
       f"network {config.network.torso} width {config.network.width} depth {config.network.depth}, "
-      f"{config.updates_per_iteration} updates of batch {config.batch_size} per iteration")
-''')
+      f"{az.updates_per_iteration} updates of batch {az.batch_size} per iteration")
 
-code("train", '''
+# %% tags=["train"]
 LOSSES = ("loss", "policy_loss", "value_loss", "aux_loss")
 
 
@@ -312,18 +289,16 @@ for r in history:
     if f"eval_{OPPONENTS[0]}_win_rate" in r:
         print(f"  iteration {r['iteration']:4.0f}: win rate " + ", ".join(
             f"vs {opponent} {r[f'eval_{opponent}_win_rate']:.0%}" for opponent in OPPONENTS))
-''')
 
-md("restore-md", """
-## 3. Save and restore
+# %% [markdown]
+# ## 3. Save and restore
+#
+# The loop saved the whole train state with orbax (parameters, optimizer, games in progress,
+# replay buffer, config) under `RUN_DIR/checkpoints/<iteration>`. `load_agent` restores just the
+# network of the latest checkpoint; the restored parameters are the trained ones, bit for bit.
+# A run is continued with `TrainLoop(config, resume=True)` (or `experiments/train.py --resume`).
 
-The loop saved the whole train state with orbax (parameters, optimizer, games in progress,
-replay buffer, config) under `RUN_DIR/checkpoints/<iteration>`. `load_agent` restores just the
-network of the latest checkpoint; the restored parameters are the trained ones, bit for bit.
-A run is continued with `TrainLoop(config, resume=True)` (or `experiments/train.py --resume`).
-""")
-
-code("restore", '''
+# %% tags=["restore"]
 print("checkpoints:", sorted(os.listdir(os.path.join(loop.run_dir, "checkpoints"))))
 model = load_agent(loop.run_dir)  # the run directory: its latest checkpoint
 
@@ -339,19 +314,17 @@ print(f"{len(restored_leaves)} arrays, {num_params:,} parameters, all equal to t
       f"{jax.tree_util.keystr(path)}[:3]:")
 print("  trained ", np.asarray(leaf).ravel()[:3])
 print("  restored", np.asarray(restored_leaves[0]).ravel()[:3])
-''')
 
-md("arena-md", """
-## 4. Arena
+# %% [markdown]
+# ## 4. Arena
+#
+# `arena.play_match` plays every deal twice with the seats swapped (duplicate format), all games
+# at once on the device. The network plays either its raw policy (argmax over legal moves) or
+# with search (`SEARCH_SIMULATIONS` simulations on worlds sampled from what it may know). The
+# score counts draws as half; `elo_table` fits ratings to all results (random = 0 when it plays).
 
-`arena.play_match` plays every deal twice with the seats swapped (duplicate format), all games
-at once on the device. The network plays either its raw policy (argmax over legal moves) or
-with search (`SEARCH_SIMULATIONS` simulations on worlds sampled from what it may know). The
-score counts draws as half; `elo_table` fits ratings to all results (random = 0 when it plays).
-""")
-
-code("arena", '''
-search_config = dataclasses.replace(model.config.search, num_simulations=SEARCH_SIMULATIONS)
+# %% tags=["arena"]
+search_config = dataclasses.replace(model.config.alphazero.search, num_simulations=SEARCH_SIMULATIONS)
 policy_agent = network_agent(model.network, model.params, name="network")
 search_agent = network_agent(model.network, model.params, search=search_config,
                              name=f"network+search{SEARCH_SIMULATIONS}")
@@ -365,7 +338,7 @@ results = []
 start = time.perf_counter()
 for i, (a, b) in enumerate(pairs):
     results.append(arena.play_match(a, b, MATCH_DEALS, jax.random.fold_in(jax.random.key(SEED), i)))
-print(f"{len(pairs)} matches of {2 * MATCH_DEALS} games in {time.perf_counter() - start:.0f} s (compile included)\\n")
+print(f"{len(pairs)} matches of {2 * MATCH_DEALS} games in {time.perf_counter() - start:.0f} s (compile included)\n")
 
 print(f"{'agent':<22}{'opponent':<12}{'games':>6}{'W-D-L':>12}{'win rate':>10}{'score [95% CI]':>22}{'margin':>8}")
 for r in results:
@@ -373,23 +346,21 @@ for r in results:
     ci = f"{r.score:.2f} [{r.score_ci95[0]:.2f}, {r.score_ci95[1]:.2f}]"
     print(f"{r.agent:<22}{r.opponent:<12}{r.games:>6}{wdl:>12}{r.win_rate:>10.0%}{ci:>22}{r.mean_margin:>+8.2f}")
 
-print(f"\\n{'Elo':>6}  agent")
+print(f"\n{'Elo':>6}  agent")
 for row in arena.elo_table(results):
     print(f"{row.elo:>6.0f}  {row.name}  ({row.games} games, score {row.score:.2f})")
-''')
 
-md("search-md", """
-## 5. Inside the search
+# %% [markdown]
+# ## 5. Inside the search
+#
+# One position from the random game above, seen by the player to move. The search never looks at
+# the hidden cards: it draws worlds consistent with what the mover knows (`sample_world`) and
+# searches those. Left: root visits per legal move. Right: the network's prior and the search's
+# improved policy (the training target). With Gumbel MuZero (the configs' default) that policy
+# comes from the prior and the completed Q-values, so it can be sharper than the visit shares.
+# Values are the expected result for the mover, in [-1, 1].
 
-One position from the random game above, seen by the player to move. The search never looks at
-the hidden cards: it draws worlds consistent with what the mover knows (`sample_world`) and
-searches those. Left: root visits per legal move. Right: the network's prior and the search's
-improved policy (the training target). With Gumbel MuZero (the configs' default) that policy
-comes from the prior and the completed Q-values, so it can be sharper than the visit shares.
-Values are the expected result for the mover, in [-1, 1].
-""")
-
-code("search-view", '''
+# %% tags=["search-view"]
 position = state_at(random_before, 8, g)  # turn 8 of the game shown above
 mover = int(position.current_player)
 print(game.render_state(position, viewer=mover))
@@ -428,28 +399,25 @@ plt.show()
 
 print(f"P{mover} to move. Network value: {float(net.value[0]):+.3f}; search value: {float(result.root_value[0]):+.3f}")
 print(f"search's choice: {game.render_action(int(result.action[0]), position)}")
-''')
 
-md("play-md", """
-## 6. Your move
+# %% [markdown]
+# ## 6. Your move
+#
+# The next cell deals a new game in which you move first against the network with search. Then
+# set `MY_MOVE` in the cell after it (a move's name such as `"lion"` or
+# `"parrot on queue place 1"`, a unique beginning of it, or an action id) and run it: it plays your
+# move and the agent's reply. Run it again with another `MY_MOVE` to go on; the game lasts 24
+# turns at most. For whole games, see the end of the notebook.
 
-The next cell deals a new game in which you move first against the network with search. Then
-set `MY_MOVE` in the cell after it (a move's name such as `"lion"` or
-`"parrot on queue place 1"`, a unique beginning of it, or an action id) and run it: it plays your
-move and the agent's reply. Run it again with another `MY_MOVE` to go on; the game lasts 24
-turns at most. For whole games, see the end of the notebook.
-""")
-
-code("deal", '''
+# %% tags=["deal"]
 play_state = game.init(jax.random.key(SEED + 1))
 ME = int(play_state.current_player)  # you move first
 step = jax.jit(game.step)
 agent_key = jax.random.key(SEED + 2)
-print(f"You are P{ME}; your opponent is {search_agent.name}.\\n")
+print(f"You are P{ME}; your opponent is {search_agent.name}.\n")
 print(game.render_state(play_state, viewer=ME))
-''')
 
-code("your-move", '''
+# %% tags=["your-move"]
 MY_MOVE = None  # e.g. "lion", "parrot on queue place 1" or an action id such as 30; None: your first legal move
 
 
@@ -495,44 +463,42 @@ else:
     if bool(play_state.terminated):
         mine = float(np.asarray(play_state.rewards)[ME])
         print({1.0: "You win!", 0.0: "A draw.", -1.0: "You lose."}[mine])
-''')
 
-md("next-md", """
-## Next
+# %% [markdown]
+# ## Sanity check: tic-tac-toe
+#
+# Tic-tac-toe is solved, which makes it the classic first experiment on an AlphaZero
+# pipeline: the same code (search, self-play, replay, learner, arena) trains it with
+# `game: tictactoe` in the config, and the result can be compared with perfect play. After
+# its full run (`TICTACTOE_ITERATIONS = 50`, about a minute on a CPU) the raw network
+# draws every game against `minimax`, from both seats, and values the empty board near 0.
 
-- Longer runs: `python experiments/train.py --config configs/quick.yaml` (all 120 iterations),
-  `configs/h100.yaml` on a GPU; `--set key=value` overrides any config key.
-- Evaluation: `python experiments/evaluate.py --agent checkpoint:<run dir>@sims=64 --opponents random,heuristic`,
-  or `--round-robin random,heuristic,mcts-200,checkpoint:<run dir>` for an Elo table of any
-  registry agents. `<run dir>` is the directory the training cell printed.
-- Whole games against your agent in a terminal:
-  `python experiments/play.py --opponent checkpoint:<run dir>@sims=64`.
-""")
+# %% tags=["tictactoe"]
+ttt_config = load_config((REPO_ROOT or pathlib.Path(".")) / "configs" / "tictactoe.yaml", [
+    f"num_iterations={TICTACTOE_ITERATIONS}", f"run_dir={RUN_DIR}-tictactoe", "tensorboard=false"])
+shutil.rmtree(ttt_config.resolved_run_dir, ignore_errors=True)
+start = time.perf_counter()
+ttt_loop = TrainLoop(ttt_config, console=False)
+ttt_state = ttt_loop.run()
+ttt_loop.close()
+ttt_game = ttt_loop.trainer.game
+print(f"tic-tac-toe: {TICTACTOE_ITERATIONS} iterations in {time.perf_counter() - start:.0f} s")
+ttt_network = network_agent(ttt_loop.trainer.network, ttt_state.params, name="network", game=ttt_game)
+for opponent in ("minimax", "random"):
+    result = arena.play_match(ttt_network, make_agent(opponent, game=ttt_game), 100, jax.random.key(SEED),
+                              game=ttt_game)
+    print(f"vs {opponent}: {result.wins} wins, {result.draws} draws, {result.losses} losses of {result.games}")
+empty = ttt_game.init(jax.random.key(0))
+value = ttt_loop.trainer.network.apply(ttt_state.params, ttt_game.observe(empty, 0)[None]).value[0]
+print(f"value of the empty board for the first player: {float(value):+.2f} (a draw is 0)")
 
-
-def build() -> nbformat.NotebookNode:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata = {
-        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-        "language_info": {"name": "python"},
-        "accelerator": "GPU",
-        "colab": {"provenance": []},
-    }
-    for cell_id, kind, source in CELLS:
-        cell = nbformat.v4.new_markdown_cell(source) if kind == "markdown" else nbformat.v4.new_code_cell(source)
-        cell.id = cell_id
-        if cell_id == "parameters":
-            cell.metadata["tags"] = ["parameters"]  # papermill's convention; tests inject values after it
-        nb.cells.append(cell)
-    nbformat.validate(nb)
-    return nb
-
-
-def main() -> int:
-    nbformat.write(build(), NOTEBOOK)
-    print(f"wrote {NOTEBOOK}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+# %% [markdown]
+# ## Next
+#
+# - Longer runs: `python experiments/train.py --config configs/quick.yaml` (all 120 iterations),
+#   `configs/h100.yaml` on a GPU; `--set key=value` overrides any config key.
+# - Evaluation: `python experiments/evaluate.py --agent checkpoint:<run dir>@sims=64 --opponents random,heuristic`,
+#   or `--round-robin random,heuristic,mcts-200,checkpoint:<run dir>` for an Elo table of any
+#   registry agents. `<run dir>` is the directory the training cell printed.
+# - Whole games against your agent in a terminal:
+#   `python experiments/play.py --opponent checkpoint:<run dir>@sims=64`.

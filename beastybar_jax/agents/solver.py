@@ -1,5 +1,5 @@
-"""The ``solver+<agent>`` agent: perfect play where the endgame can be solved, another
-agent elsewhere.
+"""The ``solver+<agent>`` agent (Beasty Bar): perfect play where the endgame can be
+solved (``beastybar_jax.endgame``), another agent elsewhere.
 
 Fairness: the agent never reads the true hidden cards. It solves
 ``game.sample_world(state, mover, key)``, a world drawn from what the mover knows,
@@ -40,16 +40,3 @@ def solver_agent(fallback: Agent, config: SolverConfig = AGENT_SOLVER, name: str
         return jnp.where(is_solvable(state) & solution.solved, best, other).astype(jnp.int32)
 
     return Agent(name or f"solver+{fallback.name}", act)
-
-
-def solver_agent_from_spec(spec: str, game: game.Game = game.BEASTYBAR) -> Agent:
-    """The agent of a registry spec ``solver+<agent>`` (``<agent>``: any registry spec)."""
-    from beastybar_jax.agents.registry import AgentSpecError, make_agent
-
-    head, plus, fallback = spec.partition("+")
-    if head != "solver" or not plus or not fallback.strip():
-        raise AgentSpecError(f"agent spec {spec!r}: write solver+<agent> (the agent to play where the "
-                             "endgame cannot be solved), e.g. solver+heuristic")
-    if game.name != "beastybar":
-        raise AgentSpecError(f"agent spec {spec!r}: the endgame solver plays Beasty Bar only, not {game.name}")
-    return solver_agent(make_agent(fallback.strip(), game=game), name=spec)

@@ -1,0 +1,31 @@
+"""AlphaZero's loss: the network imitates the search's policy and predicts the outcome."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from beastybar_jax.alphazero.config import AlphaZeroConfig
+from beastybar_jax.alphazero.replay import Records
+
+
+def loss_fn(params, network, batch: Records, config: AlphaZeroConfig, aux_score_head: bool = True):
+    """Policy cross-entropy to the search target + ``value_loss_weight`` x value MSE
+    (+ ``aux_loss_weight`` x score-margin MSE when the aux head is on).
+
+    Illegal actions are masked out of the policy's softmax, so the network is only
+    asked to rank legal moves. Returns ``(loss, metrics)``.
+    """
+    output = network.apply(params, batch.observation)
+    logits = jnp.where(batch.legal_mask, output.policy_logits, -1e9)
+    log_policy = jax.nn.log_softmax(logits, axis=-1)
+    policy_loss = -jnp.mean(jnp.sum(jnp.where(batch.legal_mask, batch.policy * log_policy, 0.0), axis=-1))
+    value_loss = jnp.mean(jnp.square(output.value - batch.value))
+    aux_loss = jnp.mean(jnp.square(output.score_margin - batch.score_margin))
+    aux_weight = config.aux_loss_weight if aux_score_head else 0.0
+    loss = policy_loss + config.value_loss_weight * value_loss + aux_weight * aux_loss
+    policy = jnp.exp(log_policy)
+    entropy = -jnp.mean(jnp.sum(jnp.where(batch.legal_mask, policy * log_policy, 0.0), axis=-1))
+    metrics = dict(loss=loss, policy_loss=policy_loss, value_loss=value_loss, aux_loss=aux_loss,
+                   policy_entropy=entropy)
+    return loss, metrics

@@ -1,0 +1,54 @@
+"""What an algorithm gives the shared training code, and the registry of algorithms.
+
+An algorithm package (``beastybar_jax.alphazero``, ``beastybar_jax.ppo``) holds only
+what is specific to it: its train state, its one jitted iteration, its loss and its
+config section. It exposes an :class:`Algorithm` record as ``ALGORITHM`` in its
+``algorithm`` module; the shared code (:mod:`~beastybar_jax.training.trainer`,
+:mod:`~beastybar_jax.training.loop`, checkpoints, metrics, evaluation) does the rest.
+
+The train state of every algorithm is a pytree with at least ``params`` (network
+variables, replicated), ``opt_state``, ``rng`` (the run's key data), ``iteration``
+and ``num_updates`` (``int32[]``); checkpoints store ``params`` apart so
+:func:`~beastybar_jax.training.checkpoint.load_agent` can restore the network alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any, Callable
+
+from beastybar_jax.config import ALGORITHM_NAMES, ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
+    """An algorithm's hooks into the shared training code.
+
+    Attributes:
+      name: the config's ``algorithm`` value.
+      init: ``init(config, game, network, optimizer, key) -> state``.
+      make_iteration: ``make_iteration(config, game, network, optimizer, mesh) ->
+        iteration(state, key) -> (state, metrics)``, un-jitted; ``metrics`` is a dict of
+        float32 scalars that includes ``moves`` (game moves played) and ``loss``.
+      state_shardings: ``state_shardings(abstract_state, mesh)``: a state-shaped tree
+        of ``NamedSharding`` (batch-leading arrays split, the rest replicated).
+      updates_per_iteration: ``updates_per_iteration(config) -> int`` optimizer steps
+        an iteration takes (sizes the learning-rate schedule).
+      simulations_per_move: ``simulations_per_move(config) -> int`` search
+        simulations behind each move (0 without search), for throughput logging.
+    """
+
+    name: str
+    init: Callable[..., Any]
+    make_iteration: Callable[..., Callable]
+    state_shardings: Callable[[Any, Any], Any]
+    updates_per_iteration: Callable[[Any], int]
+    simulations_per_move: Callable[[Any], int] = lambda config: 0
+
+
+def get_algorithm(name: str) -> Algorithm:
+    """The :class:`Algorithm` of ``beastybar_jax.<name>.algorithm`` (imported on first use)."""
+    if name not in ALGORITHM_NAMES:
+        raise ConfigError(f"config key 'algorithm' must be one of {', '.join(ALGORITHM_NAMES)}, got {name!r}")
+    return importlib.import_module(f"beastybar_jax.{name}.algorithm").ALGORITHM

@@ -1,0 +1,98 @@
+"""Evaluation during training: the current network against fixed opponents.
+
+Every ``eval_every`` iterations (and after the last one) the network plays
+``eval_games`` duplicate-format games (``eval_games / 2`` deals, seats swapped)
+against each of ``eval_opponents`` (registry names, e.g. ``random``,
+``heuristic``). The match is one jitted function of the parameters, compiled
+once per run; the deals are the same at every evaluation so the curve is not
+deal luck. The network plays its raw policy (argmax over legal moves), or
+searches with ``eval_simulations`` simulations when that is > 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from beastybar_jax import arena
+from beastybar_jax.agents import AgentSpecError, make_agent, network_agent
+from beastybar_jax.config import ConfigError, TrainConfig
+from beastybar_jax.games import get_game
+from beastybar_jax.training import distributed
+from beastybar_jax.training.checkpoint import CheckpointError
+
+
+def make_opponents(config: TrainConfig) -> list:
+    """The ``eval_opponents`` agents for the run's game; raises :class:`ConfigError`
+    (``config key 'eval_opponents': ...``) for a name the registry does not know or a
+    checkpoint that cannot be read. Called before compiling, so a typo costs nothing."""
+    game = get_game(config.game)
+    try:
+        return [make_agent(name, game=game) for name in config.eval_opponents]
+    except (AgentSpecError, CheckpointError) as e:
+        raise ConfigError(f"config key 'eval_opponents': {e}") from None
+
+
+def make_evaluator(config: TrainConfig, network, opponents: list | None = None, compile=None):
+    """``evaluate(params) -> {metric name: float}`` for ``config``'s opponents.
+
+    With ``compile(lowered) -> compiled`` (e.g. ``TrainLoop.compile``, which shows the
+    compile and lets Ctrl-C in) the match is compiled ahead of time for the first
+    ``params``' shapes and shardings; without it, ``jax.jit`` compiles on first use."""
+    game = get_game(config.game)
+    opponents = make_opponents(config) if opponents is None else opponents
+    num_deals = max(1, config.eval_games // 2)
+    search = None
+    if config.eval_simulations > 0:
+        search = dataclasses.replace(config.alphazero.search, num_simulations=config.eval_simulations)
+    base_key = jax.random.fold_in(jax.random.key(config.seed), 0x5EED)
+    deal_keys = jax.random.split(base_key, num_deals)
+
+    @jax.jit
+    def play(params):
+        agent = network_agent(network, params, search=search, name="network", game=game)
+        results = []
+        for i, opponent in enumerate(opponents):
+            o = arena.play_games(agent, opponent, deal_keys, jax.random.fold_in(base_key, i), game=game)
+            results.append(dict(
+                win_rate=jnp.mean(o.reward > 0),
+                score=jnp.mean((o.reward + 1) / 2),
+                margin=jnp.mean(o.margin),
+            ))
+        return results
+
+    compiled = None
+
+    def evaluate(params) -> dict[str, float]:
+        nonlocal compiled
+        if compiled is None:  # compile first, then meet the other processes (see distributed.barrier)
+            lowered = play.lower(params)
+            compiled = lowered.compile() if compile is None else compile(lowered)
+            distributed.barrier("evaluation compiled", config.distributed_timeout)
+        results = jax.device_get(compiled(params))
+        return {f"eval_{opponent.name}_{k}": float(v)
+                for opponent, r in zip(opponents, results) for k, v in r.items()}
+
+    return evaluate
+
+
+def evaluation_hook(config: TrainConfig):
+    """A ``TrainLoop`` hook running ``make_evaluator`` every ``eval_every`` iterations
+    and after the last one; returns the scalars to log (``eval_<opponent>_win_rate``,
+    ``_score``, ``_margin``). The opponents are built (and checked) at once."""
+    opponents = make_opponents(config)
+    evaluate = None
+
+    def hook(loop, iteration, metrics):
+        nonlocal evaluate
+        last = iteration == loop.config.num_iterations
+        if not config.eval_every or (iteration % config.eval_every and not last):
+            return None
+        if evaluate is None:
+            evaluate = make_evaluator(config, loop.trainer.network, opponents,
+                                      compile=lambda lowered: loop.compile(lowered, "the evaluation"))
+        return evaluate(loop.state.params)
+
+    return hook

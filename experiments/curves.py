@@ -1,0 +1,105 @@
+"""Win rate against wall-clock training time, for runs side by side: a table and a plot.
+
+Usage::
+
+    python experiments/curves.py runs/h100 runs/ppo_h100 --out curves.png
+
+Each run directory must have been trained with periodic evaluation (``eval_every`` > 0),
+so that its ``metrics.jsonl`` holds ``eval_<opponent>_win_rate`` rows. The training
+time of a row is the sum of ``iteration_seconds`` up to it (compilation and evaluation
+excluded). Prints a Markdown table (one row per evaluation: run, iteration, training
+seconds, games played, win rate per opponent) and, with ``--out``, draws one panel per
+opponent, one line per run (matplotlib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def read_curve(run_dir: str) -> list[dict]:
+    """The evaluation rows of a run: ``{iteration, seconds, games, win_rates: {opponent: rate}}``."""
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} does not exist: give run directories written by experiments/train.py")
+    rows, seconds = [], 0.0
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            m = json.loads(line)
+            seconds += float(m.get("iteration_seconds", 0.0))
+            rates = {k[len("eval_"):-len("_win_rate")]: float(v) for k, v in m.items()
+                     if k.startswith("eval_") and k.endswith("_win_rate")}
+            if rates:
+                rows.append(dict(iteration=int(m["iteration"]), seconds=seconds, games=int(m.get("total_games", 0)),
+                                 win_rates=rates))
+    if not rows:
+        raise ValueError(f"{path} holds no evaluation rows: train with --set eval_every=N (N > 0)")
+    return rows
+
+
+def markdown_table(curves: dict[str, list[dict]], opponents: list[str]) -> str:
+    lines = ["| run | iteration | training s | games | " + " | ".join(f"vs {o}" for o in opponents) + " |",
+             "|---|---:|---:|---:|" + "---:|" * len(opponents)]
+    for name, rows in curves.items():
+        for r in rows:
+            rates = " | ".join(f"{r['win_rates'][o]:.1%}" if o in r["win_rates"] else "-" for o in opponents)
+            lines.append(f"| {name} | {r['iteration']} | {r['seconds']:.0f} | {r['games']:,} | {rates} |")
+    return "\n".join(lines)
+
+
+def plot(curves: dict[str, list[dict]], opponents: list[str], out: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(opponents), figsize=(4.2 * len(opponents), 3.4), squeeze=False)
+    for ax, opponent in zip(axes[0], opponents):
+        for name, rows in curves.items():
+            points = [(r["seconds"], r["win_rates"][opponent]) for r in rows if opponent in r["win_rates"]]
+            if points:
+                ax.plot(*zip(*points), marker="o", markersize=3, label=name)
+        ax.set_title(f"vs {opponent}")
+        ax.set_xlabel("training seconds")
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("win rate")
+    axes[0][-1].legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", help="run directories (with metrics.jsonl)")
+    parser.add_argument("--names", help="comma-separated labels for the runs (default: the directory names)")
+    parser.add_argument("--opponents", help="comma-separated opponents to show (default: all evaluated)")
+    parser.add_argument("--out", help="write the plot here (PNG)")
+    args = parser.parse_args(argv)
+    names = args.names.split(",") if args.names else [os.path.basename(os.path.normpath(r)) for r in args.runs]
+    if len(names) != len(args.runs):
+        print(f"error: --names gives {len(names)} labels for {len(args.runs)} runs", file=sys.stderr)
+        return 2
+    try:
+        curves = {name: read_curve(run) for name, run in zip(names, args.runs)}
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    seen = sorted({o for rows in curves.values() for r in rows for o in r["win_rates"]})
+    opponents = [o.strip() for o in args.opponents.split(",")] if args.opponents else seen
+    print(markdown_table(curves, opponents))
+    if args.out:
+        plot(curves, opponents, args.out)
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,493 @@
+"""Runs that survive interrupts, crashes, damaged checkpoints, a second writer and a
+full disk (the contract in README.md, "Interrupts, crashes and resume").
+
+Signals and ``kill -9`` go to real ``experiments/train.py`` processes on the tiny
+config, paused at a chosen moment by ``tests/train_paused.py``; every resume is
+compared with the session's uninterrupted tiny run (``tiny_training.full_run``). The
+processes share the session's compilation cache, so only the first one compiles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+import tiny_training
+from beastybar_jax.training import Checkpointer, TrainLoop, load_agent, read_jsonl
+from beastybar_jax.training.checkpoint import (CHECKSUMS_FILE, RESUMABLE_CHANGES, CheckpointError,
+                                               DamagedCheckpointWarning, check_resume_config)
+from beastybar_jax.training.interrupt import Interrupted
+from beastybar_jax.training.metrics import MetricsLogger, rewind_jsonl
+from beastybar_jax.training.rundir import RunDirError, RunLockedError
+from beastybar_jax.training.trainer import abstract_state
+
+REPO_ROOT = tiny_training.REPO_ROOT
+PAUSED = REPO_ROOT / "tests" / "train_paused.py"
+CLI = REPO_ROOT / "experiments" / "train.py"
+# Generous: the machine running the tests may be busy; nothing waits this long unless broken.
+START_TIMEOUT = 600
+STOP_TIMEOUT = 60
+
+
+@pytest.fixture(scope="module")
+def full_run():
+    return tiny_training.full_run()
+
+
+def shared_trainer():
+    return tiny_training.trainer()
+
+
+def iterations(run_dir) -> list[int]:
+    return [int(r["iteration"]) for r in read_jsonl(str(pathlib.Path(run_dir) / "metrics.jsonl"))]
+
+
+def assert_same_params(a, b):
+    jax.tree.map(np.testing.assert_array_equal, jax.device_get(a), jax.device_get(b))
+
+
+class PausedRun:
+    """``experiments/train.py`` on the tiny config in a subprocess, paused at ``pause_at``
+    (see tests/train_paused.py)."""
+
+    def __init__(self, tmp_path, pause_at: str, *overrides: str):
+        self.run_dir = tmp_path / "run"
+        self.marker = tmp_path / "paused"
+        self.argv = [sys.executable, str(PAUSED), "--config", str(tiny_training.TINY), "--set",
+                     f"run_dir={self.run_dir}", "--set", "tensorboard=false", *overrides]
+        env = tiny_training.cli_env(PAUSE_AT=pause_at, PAUSE_MARKER=str(self.marker))
+        self.process = subprocess.Popen(self.argv, env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+
+    def wait_for(self, predicate, what: str, timeout: float = START_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if self.process.poll() is not None:
+                out, err = self.process.communicate()
+                pytest.fail(f"the run ended (code {self.process.returncode}) before {what}:\n{err[-3000:]}")
+            if time.monotonic() > deadline:
+                self.process.kill()
+                pytest.fail(f"no {what} after {timeout} s")
+            time.sleep(0.05)
+
+    def wait_paused(self) -> None:
+        self.wait_for(self.marker.exists, "pause")
+
+    def send(self, signum: int) -> tuple[int, str, str, float]:
+        """Send ``signum``; returns (exit code, stdout, stderr, seconds to exit)."""
+        start = time.monotonic()
+        self.process.send_signal(signum)
+        try:
+            out, err = self.process.communicate(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            out, err = self.process.communicate()
+            pytest.fail(f"still running {STOP_TIMEOUT} s after {signal.Signals(signum).name}:\n{err[-3000:]}")
+        return self.process.returncode, out, err, time.monotonic() - start
+
+
+def assert_one_clear_line(err: str, expected: str) -> None:
+    assert "Traceback" not in err and "ERROR" not in err, err[-3000:]
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and expected in lines[0], lines
+
+
+# ----------------------------------------------------------------------------- signals
+
+
+def test_sigint_while_a_checkpoint_is_being_saved_keeps_it(tmp_path):
+    """Row 1: Ctrl-C while orbax writes checkpoint 3: no second save of the same step,
+    no tracebacks, no hang; checkpoint 3 is complete (with checksums)."""
+    run = PausedRun(tmp_path, "save:3")
+    run.wait_paused()
+    code, out, err, seconds = run.send(signal.SIGINT)
+    assert code == 130, err[-3000:]
+    assert_one_clear_line(err, "interrupted by SIGINT: checkpoint 3 saved")
+    assert Checkpointer(run.run_dir).all_steps() == [3]
+    assert (run.run_dir / "checkpoints" / "3" / CHECKSUMS_FILE).exists()
+    assert load_agent(run.run_dir).iteration == 3
+    assert iterations(run.run_dir) == [1, 2, 3]
+
+
+def test_sigterm_mid_iteration_saves_that_iteration_refuses_a_second_writer_and_resumes_exactly(
+        tmp_path, full_run):
+    """Rows 4, 6, 8 and 12: SIGTERM after iteration 4 ran but before its metrics line:
+    the line is written, then iteration 4 is checkpointed (they agree), exit 143. While
+    it runs, a second training in the run_dir is refused naming the holder's pid. The
+    log is not wrapped at 80 columns. Resuming gives the uninterrupted run, bit for bit,
+    with each iteration logged once."""
+    run = PausedRun(tmp_path, "hook:4")
+    run.wait_paused()
+    config = tiny_training.tiny_config(run.run_dir)
+    with pytest.raises(RunLockedError, match=f"pid {run.process.pid} on host"):
+        TrainLoop(config, resume=True, trainer=shared_trainer(), console=False)
+    code, out, err, seconds = run.send(signal.SIGTERM)
+    assert code == 143, err[-3000:]
+    assert_one_clear_line(err, "interrupted by SIGTERM: checkpoint 4 saved")
+    assert "compiling the training iteration ..." in out  # a log file gets a line, not a spinner
+    logged = [line for line in out.splitlines() if line.startswith("it 4/6 | loss")]
+    assert len(logged) == 1 and len(logged[0]) > 80 and logged[0].rstrip().endswith(" s"), out
+    assert Checkpointer(run.run_dir).latest_step() == 4 and iterations(run.run_dir) == [1, 2, 3, 4]
+
+    loop = TrainLoop(config, resume=True, trainer=shared_trainer(), console=False)
+    assert loop.start_iteration == 4
+    state = loop.run()
+    loop.close()
+    assert_same_params(state.params, full_run["state"].params)
+    assert iterations(run.run_dir) == list(range(1, 7))
+
+
+def test_kill_9_then_resume_logs_each_iteration_once(tmp_path, full_run):
+    """Row 3 (and the partial line of row 9): kill -9 after iteration 5 (checkpoint 3),
+    with half a line at the end of metrics.jsonl: the lock is not stuck, the resume
+    redoes 4..6 bit for bit and the metrics hold each iteration once."""
+    run = PausedRun(tmp_path, "logged:5")
+    run.wait_paused()
+    run.wait_for(lambda: (run.run_dir / "checkpoints" / "3").is_dir(), "checkpoint 3")
+    code, *_ = run.send(signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    with open(run.run_dir / "metrics.jsonl", "a") as f:
+        f.write('{"iteration": 6, "time": 17')  # a write cut short by the crash
+    assert iterations(run.run_dir) == [1, 2, 3, 4, 5]  # read_jsonl skips the partial last line
+
+    loop = TrainLoop(tiny_training.tiny_config(run.run_dir), resume=True, trainer=shared_trainer(), console=False)
+    assert loop.start_iteration == 3
+    state = loop.run()
+    loop.close()
+    assert_same_params(state.params, full_run["state"].params)
+    assert iterations(run.run_dir) == list(range(1, 7))
+    reference = {r["iteration"]: r for r in full_run["metrics"]}
+    for r in read_jsonl(str(run.run_dir / "metrics.jsonl")):
+        assert r["loss"] == reference[r["iteration"]]["loss"]
+
+
+def test_interrupt_during_the_first_compile_leaves_nothing_that_blocks_a_new_run(tmp_path):
+    """Row 7: Ctrl-C while the first compile runs stops within seconds (the compile is
+    left in its thread), without a crash at exit and without a checkpoint 0; the same
+    command then starts a new run."""
+    run = PausedRun(tmp_path, "compile")
+    run.wait_paused()
+    code, out, err, seconds = run.send(signal.SIGINT)
+    assert code == 130, err[-3000:]  # a segfault would be -11
+    assert seconds < 30
+    assert_one_clear_line(err, "interrupted by SIGINT before the first iteration finished: nothing to save")
+    assert Checkpointer(run.run_dir).all_steps() == []
+    loop = TrainLoop(tiny_training.tiny_config(run.run_dir), trainer=shared_trainer(), console=False)
+    assert loop.start_iteration == 0
+    loop.close()
+
+
+def _unshare_works() -> bool:
+    if not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt 2>/dev/null || "
+                            "mount -t tmpfs -o size=1m tmpfs \"$0\"", "/tmp"], capture_output=True)
+    return probe.returncode == 0
+
+
+FULL_DISK_SCRIPT = r"""
+set -e
+mount -t tmpfs -o size=4m tmpfs "$DISK"
+cp -a "$SOURCE" "$DISK/run"
+avail=$(df -k --output=avail "$DISK" | tail -1)
+fallocate -l $(( (avail - 16) * 1024 )) "$DISK/filler" 2>/dev/null || \
+    dd if=/dev/zero of="$DISK/filler" bs=1024 count=$(( avail - 16 )) 2>/dev/null || true
+set +e
+"$PYTHON" "$CLI" --config "$CONFIG" --set run_dir="$DISK/run" --set tensorboard=false --resume --no-console \
+    > "$OUT/stdout" 2> "$OUT/stderr"
+echo $? > "$OUT/code"
+cp -a "$DISK/run" "$OUT/run"
+"""
+
+
+@pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -rm` (user and mount namespaces) for a small tmpfs")
+def test_a_full_disk_ends_in_one_line_with_the_old_checkpoints_intact(tmp_path, full_run):
+    """Row 9: resuming at checkpoint 3 on a disk with 16 KiB free: iterations 4..6 log,
+    checkpoint 6 cannot be written: one line, exit 1, checkpoint 3 intact, no partial
+    metrics line."""
+    source = tmp_path / "source"
+    shutil.copytree(full_run["run_dir"], source)
+    shutil.rmtree(source / "checkpoints" / "6")
+    rewind_jsonl(str(source / "metrics.jsonl"), 3)
+    disk, out = tmp_path / "disk", tmp_path / "out"
+    disk.mkdir()
+    out.mkdir()
+    env = tiny_training.cli_env(DISK=str(disk), SOURCE=str(source), OUT=str(out), PYTHON=sys.executable,
+                                CLI=str(CLI), CONFIG=str(tiny_training.TINY))
+    subprocess.run(["unshare", "-rm", "bash", "-c", FULL_DISK_SCRIPT], env=env, cwd=REPO_ROOT, check=True,
+                   timeout=START_TIMEOUT)
+    err = (out / "stderr").read_text()
+    assert int((out / "code").read_text()) == 1, err[-3000:]
+    assert_one_clear_line(err, "No space left on device")
+    assert "checkpoint 6" in err and "previous checkpoints are intact" in err
+    assert load_agent(out / "run").iteration == 3
+    text = (out / "run" / "metrics.jsonl").read_text()
+    assert text.endswith("\n") and iterations(out / "run") == [1, 2, 3, 4, 5, 6]
+
+
+# ----------------------------------------------------------------------------- damaged checkpoints
+
+
+def _copy_run(full_run, target) -> pathlib.Path:
+    shutil.copytree(full_run["run_dir"], target)
+    return pathlib.Path(target)
+
+
+def _largest_data_file(step_dir: pathlib.Path, item: str) -> pathlib.Path:
+    files = [p for p in (step_dir / item).rglob("*") if p.is_file() and p.parent.name == "d"]
+    return max(files, key=lambda p: p.stat().st_size)
+
+
+def test_a_flipped_byte_in_the_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, full_run):
+    """Row 5: one flipped byte in checkpoint 6's parameters (orbax would restore it
+    silently) fails its checksum: load_agent warns and loads checkpoint 3; a resume
+    says so, moves checkpoint 6 aside and recomputes it bit for bit."""
+    run_dir = _copy_run(full_run, tmp_path / "run")
+    data = _largest_data_file(run_dir / "checkpoints" / "6", "params")
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0x40
+    data.write_bytes(bytes(raw))
+
+    with pytest.warns(DamagedCheckpointWarning, match="checkpoints/6 is damaged: .* differs from its checksum"):
+        assert load_agent(run_dir).iteration == 3
+    with pytest.raises(CheckpointError, match="differs from its checksum"):
+        load_agent(run_dir / "checkpoints" / "6")  # named explicitly: no fallback
+
+    messages = []
+    loop = TrainLoop(tiny_training.tiny_config(run_dir), resume=True, trainer=shared_trainer(), console=False)
+    loop.logger.message = lambda text, important=False: messages.append(text)
+    assert loop.start_iteration == 3
+    assert (run_dir / "damaged_checkpoints" / "6").is_dir() and not (run_dir / "checkpoints" / "6").exists()
+    state = loop.run()
+    loop.close()
+    assert_same_params(state.params, full_run["state"].params)
+    assert iterations(run_dir) == list(range(1, 7))
+
+
+def test_damage_without_checksums_is_found_by_restoring(tmp_path, full_run):
+    """Row 5 without checksums (a checkpoint written before them, or a crash right
+    after orbax finished): a truncated data file fails orbax's restore, non-finite
+    parameters fail the restore-time check; both fall back to checkpoint 3."""
+    # Truncated: orbax cannot read it.
+    run_dir = _copy_run(full_run, tmp_path / "truncated")
+    (run_dir / "checkpoints" / "6" / CHECKSUMS_FILE).unlink()
+    data = _largest_data_file(run_dir / "checkpoints" / "6", "train_state")
+    data.write_bytes(data.read_bytes()[:100])
+    checkpointer = Checkpointer(run_dir)
+    step, *_ , damaged = checkpointer.restore_latest(
+        abstract_state(shared_trainer()), tiny_training.tiny_config(run_dir),
+        updates_per_iteration=shared_trainer().algorithm.updates_per_iteration)
+    checkpointer.close()
+    assert step == 3 and [e.step for e in damaged] == [6] and "orbax cannot restore it" in damaged[0].reason
+
+    # Parameters of 1e29 or NaN, checksummed as they are: the restore-time check.
+    run_dir = tmp_path / "nonfinite"
+    config = tiny_training.tiny_config(run_dir)
+    state = jax.tree.map(np.asarray, full_run["state"])
+    poisoned = state.replace(params=jax.tree.map(lambda p: np.full_like(p, np.nan), state.params),
+                             iteration=np.asarray(6, state.iteration.dtype))
+    checkpointer = Checkpointer(run_dir)
+    checkpointer.save(3, state.replace(iteration=np.asarray(3, state.iteration.dtype)), config, {})
+    checkpointer.save(6, poisoned, config, {})
+    checkpointer.close()
+    with pytest.warns(DamagedCheckpointWarning, match="non-finite values in"):
+        assert load_agent(run_dir).iteration == 3
+
+
+def test_a_run_without_an_intact_checkpoint_cannot_resume(tmp_path, full_run):
+    run_dir = _copy_run(full_run, tmp_path / "run")
+    for step in (3, 6):
+        (run_dir / "checkpoints" / str(step) / "params" / "_METADATA").write_text("{}")
+    with pytest.raises(CheckpointError, match="no intact checkpoint"):
+        TrainLoop(tiny_training.tiny_config(run_dir), resume=True, trainer=shared_trainer(), console=False)
+    with pytest.raises(CheckpointError, match="no intact checkpoint"):
+        load_agent(run_dir)
+
+
+# ----------------------------------------------------------------------------- resume rules
+
+
+def test_a_second_writer_is_refused_and_a_closed_run_frees_its_directory(tmp_path):
+    """Row 6 in one process (the cross-process case is in the SIGTERM test)."""
+    config = tiny_training.tiny_config(tmp_path / "run")
+    first = TrainLoop(config, trainer=shared_trainer(), console=False)
+    with pytest.raises(RunLockedError, match=f"in use by another training \\(pid {os.getpid()} on host"):
+        TrainLoop(config, trainer=shared_trainer(), console=False)
+    first.close()
+    TrainLoop(config, trainer=shared_trainer(), console=False).close()
+
+
+def test_resume_refuses_a_changed_learning_rate_schedule_and_names_the_fix(tmp_path, capsys):
+    """Row 2: with decay_steps 0 the cosine ends at the run's last update; more
+    num_iterations on --resume would stretch it (the rate jumps). Refused, naming
+    decay_steps=<the saved value> or --allow-schedule-change; both then work."""
+    config = tiny_training.tiny_config(tmp_path / "run", "decay_steps=0", "num_iterations=3")
+    loop = TrainLoop(config, trainer=shared_trainer(), console=False)
+    loop.run()
+    loop.close()
+    longer = config.replace(num_iterations=6)
+    updates = config.alphazero.updates_per_iteration * 3
+    with pytest.raises(CheckpointError, match=f"learning-rate schedule .* --set decay_steps={updates}, or pass "
+                                              f"--allow-schedule-change"):
+        TrainLoop(longer, resume=True, trainer=shared_trainer(), console=False)
+    TrainLoop(longer.replace(decay_steps=updates), resume=True, trainer=shared_trainer(), console=False).close()
+    TrainLoop(longer, resume=True, trainer=shared_trainer(), console=False, allow_schedule_change=True).close()
+
+    cli = _import_cli("train")
+    argv = ["--config", str(tiny_training.TINY), "--set", f"run_dir={tmp_path / 'run'}", "--set", "tensorboard=false",
+            "--set", "decay_steps=0", "--resume"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--set decay_steps={updates}" in err and len(err.strip().splitlines()) == 1
+
+
+def test_keys_that_may_change_on_resume_are_the_documented_ones(full_run):
+    """Row 14: eval_simulations only changes the evaluation, so it may change; a
+    learner key may not; README and the config docstring name the same keys."""
+    saved = full_run["config"]
+    per_iteration = shared_trainer().algorithm.updates_per_iteration
+    for change in (dict(eval_simulations=8), dict(eval_every=2, eval_games=10), dict(compilation_cache=False),
+                   dict(num_iterations=9), dict(keep_checkpoints=5, checkpoint_every=1)):
+        check_resume_config(saved, saved.replace(**change), per_iteration, path="x")
+    with pytest.raises(CheckpointError, match="learning_rate"):
+        check_resume_config(saved, saved.replace(learning_rate=1.0), per_iteration, path="x")
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme.split("Keys that may change on `--resume`:", 1)[1].split("\n\n", 1)[0]
+    documented = {key.strip("`") for key in section.replace(",", " ").split() if key.startswith("`")}
+    assert documented == set(RESUMABLE_CHANGES)
+    from beastybar_jax.config import TrainConfig
+    assert all(f"``{key}``" in TrainConfig.__doc__ for key in RESUMABLE_CHANGES)
+
+
+def test_resume_without_a_checkpoint_is_an_error_not_a_new_run(tmp_path, capsys):
+    """Row 13: --resume with a missing run_dir, an empty one, or one holding only the
+    files of a run stopped before its first checkpoint."""
+    cli = _import_cli("train")
+    base = ["--config", str(tiny_training.TINY), "--set", "tensorboard=false", "--resume"]
+    missing = tmp_path / "missing"
+    assert cli.main(base + ["--set", f"run_dir={missing}"]) == 2
+    assert "cannot resume" in capsys.readouterr().err and not missing.exists()
+    (tmp_path / "started" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "started" / "metrics.jsonl").write_text("")
+    for run_dir in (tmp_path, tmp_path / "started"):
+        with pytest.raises(CheckpointError, match="cannot resume"):
+            TrainLoop(tiny_training.tiny_config(run_dir), resume=True, trainer=shared_trainer(), console=False)
+
+
+def test_unusable_run_dirs_end_in_one_line_and_exit_code_2(tmp_path, capsys):
+    """Row 10: run_dir a file, below a file, or not writable."""
+    cli = _import_cli("train")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    places = [a_file, a_file / "run"]
+    if os.geteuid() != 0:  # root writes anywhere
+        read_only = tmp_path / "read_only"
+        read_only.mkdir(mode=0o500)
+        places.append(read_only / "run")
+    for run_dir in places:
+        assert cli.main(["--config", str(tiny_training.TINY), "--set", f"run_dir={run_dir}"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "run_dir" in err and len(err.strip().splitlines()) == 1, err
+        with pytest.raises(RunDirError):
+            TrainLoop(tiny_training.tiny_config(run_dir), trainer=shared_trainer(), console=False)
+
+
+# ----------------------------------------------------------------------------- metrics file
+
+
+def test_metrics_file_keeps_whole_lines_only(tmp_path, monkeypatch):
+    """Row 9 (and 3): a failed append (full disk) leaves the file as it was, never half
+    a line; a resume cuts the file back to the checkpoint's iteration and drops a
+    partial last line; read_jsonl skips such a line."""
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps({"iteration": i, "loss": 1.0}) + "\n" for i in (1, 2, 3, 4)) + '{"iter')
+    assert [r["iteration"] for r in read_jsonl(str(path))] == [1, 2, 3, 4]
+    (tmp_path / "bad.jsonl").write_text('{"iteration": 1}\nnot json\n{"iteration": 2}\n')
+    with pytest.raises(ValueError, match="bad.jsonl:2"):
+        read_jsonl(str(tmp_path / "bad.jsonl"))
+
+    logger = MetricsLogger(str(tmp_path), total_iterations=6, start_iteration=3, tensorboard=False, console=False)
+    assert [r["iteration"] for r in read_jsonl(str(path))] == [1, 2, 3]
+    logger.log(4, {"loss": 0.5})
+    before = path.read_bytes()
+    real_write = os.write
+
+    def write_half_then_fail(fd, data):
+        real_write(fd, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", write_half_then_fail)
+    with pytest.raises(OSError, match="No space left on device"):
+        logger.log(5, {"loss": 0.25})
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    logger.close()
+
+
+def test_resumed_tensorboard_hides_the_iterations_that_run_again(tmp_path, monkeypatch):
+    """Row 3 for TensorBoard: its ``purge_step`` hides events of the re-run iterations."""
+    import tensorboardX
+
+    seen = {}
+
+    class Writer:
+        def __init__(self, logdir, purge_step=None):
+            seen.update(logdir=logdir, purge_step=purge_step)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tensorboardX, "SummaryWriter", Writer)
+    MetricsLogger(str(tmp_path), total_iterations=6, start_iteration=3, tensorboard=True, console=False).close()
+    assert seen["purge_step"] == 4
+
+
+# ----------------------------------------------------------------------------- in-process interrupts
+
+
+def test_an_interrupt_raised_by_a_hook_is_logged_before_it_is_checkpointed(tmp_path):
+    """Row 4 in process: the iteration whose hook raised is logged, then saved."""
+    config = tiny_training.tiny_config(tmp_path / "run")
+
+    def ctrl_c(loop, iteration, metrics):
+        if iteration == 2:
+            raise KeyboardInterrupt
+
+    loop = TrainLoop(config, trainer=shared_trainer(), console=False, hooks=[ctrl_c])
+    with pytest.raises(Interrupted, match="checkpoint 2 saved"):
+        loop.run()
+    loop.close()
+    assert Checkpointer(tmp_path / "run").all_steps() == [2] and iterations(tmp_path / "run") == [1, 2]
+
+
+def _import_cli(name: str):
+    import importlib
+
+    sys.path.insert(0, str(REPO_ROOT / "experiments"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(REPO_ROOT / "experiments"))
+
+
+def test_the_progress_bar_says_compiling_with_the_seconds_so_far():
+    """Point 2 of issue 14: while the bar would sit at 0, it says what is compiling and
+    for how long (rich redraws it from its own thread, so the seconds tick)."""
+    from beastybar_jax.training.metrics import _StatusColumn
+
+    class Task:
+        fields = dict(status="compiling the training iteration", status_since=time.monotonic() - 12.3)
+
+    assert _StatusColumn().render(Task()).plain == "compiling the training iteration 12 s"
+    Task.fields = dict(status=None, status_since=None)
+    assert _StatusColumn().render(Task()).plain == ""
