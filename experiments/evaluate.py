@@ -41,7 +41,6 @@ import time
 import warnings
 
 import jax
-import numpy as np
 
 from beastybar_jax.agents import agent_names, default_opponent, make_agent
 from beastybar_jax.arena import MatchResult, elo_table, play_match
@@ -221,11 +220,9 @@ ENDGAME_HEADERS = ["agent", "positions", "keeps result", "throws win", "throws d
 
 def run_endgames(args: argparse.Namespace, log=print) -> dict:
     """Score every ``--agent`` spec on the endgame suite (or ``--games`` positions of it)."""
-    from beastybar_jax.endgame.suite import SUITE_PATH, evaluate_agent, load_suite
+    from beastybar_jax.endgame.suite import SUITE_PATH, evaluate_agent, load_suite, spread
 
-    suite = load_suite(args.suite or SUITE_PATH)
-    if args.games is not None and args.games < len(suite):
-        suite = suite.subset(np.linspace(0, len(suite) - 1, args.games).astype(int))
+    suite = spread(load_suite(args.suite or SUITE_PATH), args.games or 0)
     agents = [make_agent(spec, game=get_game("beastybar")) for spec in _specs(args.agent, "--agent")]
     key = jax.random.key(args.seed)
     scores, timings = [], []

@@ -83,6 +83,11 @@ class SolverConfig:
       max_iterations: stop after this many loop iterations (0: run to the end).
         Positions not finished by then come back with ``solved=False``, so a
         training step can bound its time.
+      smallest_first: take the positions smallest first (fewest cards left, then
+        fewest moves) instead of largest first. With ``max_iterations`` this solves
+        the most positions within the budget (the largest ones, which would hold
+        lanes for thousands of iterations, are the ones left unsolved); without a
+        limit it lengthens the tail.
       engine_moves: list moves with ``game.legal_action_mask`` instead of its
         bit-operation restatement (slower; to cross-check).
     """
@@ -92,6 +97,7 @@ class SolverConfig:
     pops_per_step: int = 2
     use_bounds: bool = True
     max_iterations: int = 0
+    smallest_first: bool = False
     engine_moves: bool = False
 
     def __post_init__(self):
@@ -310,7 +316,7 @@ def _root_window(mode, best):
     return floor.astype(jnp.int32), jnp.broadcast_to(cap, floor.shape).astype(jnp.int32)
 
 
-def _task_queue(states, root_legal, solvable, by_rounds):
+def _task_queue(states, root_legal, solvable, by_rounds, smallest_first=False):
     """``(tasks int32[N * A], num_tasks)``: one task per solvable position and legal
     action, as ``position * A + order index``, biggest positions (most cards, then
     most moves) first so that the largest searches do not start last.
@@ -323,7 +329,8 @@ def _task_queue(states, root_legal, solvable, by_rounds):
     legal = root_legal[:, ORDER]  # [N, A] in search order
     rank = jnp.cumsum(legal, axis=1) - 1
     size = 32 * jax.vmap(positions_plies_bound)(states) + jnp.sum(legal, axis=1)
-    position_rank = jnp.argsort(jnp.argsort(-jnp.where(solvable, size, -1), stable=True), stable=True)
+    size = jnp.where(smallest_first, -size, size)
+    position_rank = jnp.argsort(jnp.argsort(-jnp.where(solvable, size, -(1 << 20)), stable=True), stable=True)
     key = jnp.where(by_rounds, rank * num_positions + position_rank[:, None],
                     position_rank[:, None] * NUM_ACTIONS + rank)
     key = jnp.where(legal, key, NUM_ACTIONS * num_positions)
@@ -415,7 +422,8 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
     root_legal = jax.vmap(game.legal_action_mask)(states) & solvable[:, None]
     roots = jax.vmap(pack)(states)  # [N, W]
     mode = MODE_IDS[config.mode] if mode is None else mode
-    tasks, num_tasks = _task_queue(states, root_legal, solvable, by_rounds=mode == MODE_IDS["best"])
+    tasks, num_tasks = _task_queue(states, root_legal, solvable, by_rounds=mode == MODE_IDS["best"],
+                                   smallest_first=config.smallest_first)
     one = jnp.where(num_tasks >= 0, 1, 2).astype(jnp.int32)  # 1, but not a compile-time constant (``_keep``)
 
     def lanes_zeros(*shape):
@@ -606,6 +614,20 @@ def solve(states: game.State, config: SolverConfig = SolverConfig()) -> Solution
     one-hot selects, which vectorize on CPU where per-lane scatters would not.
     """
     return search(states, config)[0]
+
+
+def exact_values(states: game.State, budget: int = 0) -> tuple[jax.Array, jax.Array]:
+    """``(solved bool[N], value float32[N])``: the game-theoretic result (+1 / 0 / -1,
+    the scale of ``State.rewards``) for the player to move of every solvable position
+    of a batch, as the game interface's ``exact_values`` hook (training targets).
+
+    ``budget`` (static): at most this many loop iterations (0: no limit). The
+    positions are taken smallest first, so a budget leaves only the largest ones
+    (before the last draw, up to ~20,000 nodes) unsolved; those come back with
+    ``solved=False`` and value 0."""
+    config = SolverConfig(mode="results", max_iterations=int(budget), smallest_first=True)
+    solution = solve(states, config)
+    return solution.solved, solution.result.astype(jnp.float32)
 
 
 # ----------------------------------------------------------------------------- one position at a time

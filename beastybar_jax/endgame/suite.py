@@ -96,6 +96,32 @@ def load_suite(path=SUITE_PATH) -> Suite:
             raise SuiteError(f"{path} is not an endgame suite (missing {e}); regenerate it") from None
 
 
+def spread(suite: Suite, num_positions: int) -> Suite:
+    """``num_positions`` positions evenly spread over the suite (its order mixes the
+    sources and sizes), or the whole suite when that is more than it holds (or 0)."""
+    if num_positions <= 0 or num_positions >= len(suite):
+        return suite
+    return suite.subset(np.linspace(0, len(suite) - 1, num_positions).astype(int))
+
+
+SCORE_METRICS = ("keeps_result", "throws_win", "throws_draw", "best_margin", "margin_lost")
+
+
+def yardstick(num_positions: int = 0, path=SUITE_PATH):
+    """The suite as the game interface's :class:`~beastybar_jax.games.Yardstick`
+    (``Game.endgame_suite``): ``num_positions`` spread positions (0: all) and a
+    ``score(actions) -> {metric: float}`` over ``SCORE_METRICS``."""
+    from beastybar_jax.games import Yardstick
+
+    suite = spread(load_suite(path), num_positions)
+
+    def score(actions) -> dict:
+        result = score_moves(suite, actions)
+        return {name: getattr(result, name) for name in SCORE_METRICS}
+
+    return Yardstick(states=suite.states, score=score)
+
+
 @dataclasses.dataclass
 class EndgameScore:
     """How an agent's moves compare with best play over a suite (module docstring)."""
