@@ -309,3 +309,65 @@ def test_endgame_scores(suite):
     random = evaluate_agent(make_agent("random"), sample, jax.random.key(0), chunk=512)
     assert random.positions == len(sample) and random.illegal == 0
     assert 0.2 < random.keeps_result < 0.95 and random.margin_lost > 0
+
+
+# ----------------------------------------------------------------------------- exact value targets
+
+
+def test_exact_value_targets_are_the_solvers_results(endgames, solve):
+    """Self-play with exact value targets (``alphazero.exact_value_targets``): every
+    stored position the solver can solve has its exact result for the player to move
+    as value target, both where its game ended in the iteration that played it (the
+    replay buffer is corrected) and where the game went on into the next iteration
+    (the value waits beside the trajectory)."""
+    import tiny_training
+    from jax.flatten_util import ravel_pytree
+
+    from beastybar_jax import search
+    from beastybar_jax.alphazero import replay, selfplay
+
+    flat_example, unravel = ravel_pytree(game.init(jax.random.key(0)))
+    # The records' observations are the whole state, so the test can solve each stored position.
+    spy = game.BEASTYBAR._replace(observe=lambda s, player: ravel_pytree(s)[0], observation_size=flat_example.size)
+    num_games, moves = 6, 18
+    search_config = search.SearchConfig(num_simulations=2, max_num_considered_actions=2)
+
+    def iteration(state, buffer, key):
+        return selfplay.play_moves(spy, search.uniform_evaluator(spy), search_config, state, buffer, key, moves,
+                                   temperature=1.0, temperature_drop_move=24, exact_value_budget=0)
+
+    state = selfplay.init(spy, jax.random.key(1), num_games, exact_value_targets=True)
+    buffer = replay.init(1024, spy.observation_size, spy.num_actions)
+    play = jax.jit(iteration).lower(state, buffer, jax.random.key(2)).compile(tiny_training.FAST_COMPILE)
+
+    size = endgames.turn.shape[0]
+
+    def expected(observations):
+        """``(solvable, exact result)`` of the states behind the observations."""
+        states = jax.vmap(unravel)(jnp.asarray(observations))
+        solvable = np.asarray(is_solvable_batch(states))
+        index = np.flatnonzero(solvable)
+        assert 0 < index.size <= size
+        padded = np.concatenate([index, np.full(size - index.size, index[0])])
+        result = np.zeros(solvable.shape, np.float32)
+        result[index] = solve(take(states, padded), "results").result[:index.size]
+        return solvable, result
+
+    # Iteration 1: 18 moves, no game over yet; the solvable positions played so far
+    # (from the 16th play on) are solved and wait in the state.
+    state, buffer, stats = play(state, buffer, jax.random.key(3))
+    assert int(buffer.size) == 0 and int(stats.exact_targets) > 0
+    length = np.asarray(state.length)
+    recorded = np.arange(state.trajectory.player.shape[1])[None, :] < length[:, None]
+    solvable, result = expected(np.asarray(state.trajectory.observation)[recorded])
+    np.testing.assert_array_equal(np.asarray(state.exact_known)[recorded], solvable)
+    np.testing.assert_array_equal(np.asarray(state.exact_value)[recorded][solvable], result[solvable])
+
+    # Iteration 2: the games end and reach the buffer; then new games start.
+    state, buffer, stats = play(state, buffer, jax.random.key(4))
+    stored = jax.tree.map(lambda x: np.asarray(x)[:int(buffer.size)], buffer.records)
+    assert int(stats.games_finished) >= num_games
+    solvable, result = expected(stored.observation)
+    assert solvable.sum() >= 5 * num_games
+    np.testing.assert_array_equal(stored.value[solvable], result[solvable])
+    assert np.isin(stored.value, [-1.0, 0.0, 1.0]).all()
