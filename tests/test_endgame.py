@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import tiny_training
 from conftest import random_playout
 from beastybar_jax import game
 from beastybar_jax.agents import AgentSpecError, agent_names, make_agent
@@ -320,7 +321,6 @@ def test_exact_value_targets_are_the_solvers_results(endgames, solve):
     as value target, both where its game ended in the iteration that played it (the
     replay buffer is corrected) and where the game went on into the next iteration
     (the value waits beside the trajectory)."""
-    import tiny_training
     from jax.flatten_util import ravel_pytree
 
     from beastybar_jax import search

@@ -96,12 +96,15 @@ def load_suite(path=SUITE_PATH) -> Suite:
             raise SuiteError(f"{path} is not an endgame suite (missing {e}); regenerate it") from None
 
 
-def spread(suite: Suite, num_positions: int) -> Suite:
-    """``num_positions`` positions evenly spread over the suite (its order mixes the
-    sources and sizes), or the whole suite when that is more than it holds (or 0)."""
+def spread(suite: Suite, num_positions: int, seed: int = 0) -> Suite:
+    """``num_positions`` positions drawn at random (without replacement, a fixed
+    ``seed``, kept in suite order), or the whole suite when that is more than it holds
+    (or 0). A random draw, not a regular stride: the first stride tried (every ~6th
+    position for 2,048) happened to score a trained network 2.4 points (3.6 standard
+    deviations of a random draw) below the whole suite."""
     if num_positions <= 0 or num_positions >= len(suite):
         return suite
-    return suite.subset(np.linspace(0, len(suite) - 1, num_positions).astype(int))
+    return suite.subset(np.sort(np.random.default_rng(seed).choice(len(suite), num_positions, replace=False)))
 
 
 SCORE_METRICS = ("keeps_result", "throws_win", "throws_draw", "best_margin", "margin_lost")
