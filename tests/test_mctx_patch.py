@@ -191,6 +191,23 @@ def test_run_search_over_worlds_is_bitwise_stock_mctx(world_searches, world_stat
         assert int(patched[name].visit_counts[0].sum()) == config.num_simulations * config.num_determinizations
 
 
+def test_backward_is_a_drop_in_for_mctx_backward(policy_searches):
+    """Backing up any nodes of a tree, the root itself included, as mctx's
+    ``backward`` does."""
+    with mctx_patch.stock_mctx():
+        stock_backward = mctx_search.backward
+    tree = policy_searches["patched"](jax.random.key(2))["puct-20-depth4"].search_tree
+    # The deepest-numbered node of each tree (with max_depth, not every slot is used),
+    # and the root of tree 1.
+    leaves = np.max(np.where(np.asarray(tree.parents) >= 0, np.arange(tree.parents.shape[1]), 0), axis=1)
+    leaves[1] = 0
+    assert leaves[0] > 0
+    leaves = jnp.asarray(leaves, jnp.int32)
+    stock = jax.jit(stock_backward)(tree, leaves)
+    assert_bitwise_equal(stock, jax.jit(mctx_patch.backward)(tree, leaves))
+    assert not np.array_equal(stock.node_visits, tree.node_visits)
+
+
 # ----------------------------------------------------------------------------- no tree-sized rewrites
 
 _COMPUTATION = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$")

@@ -16,17 +16,18 @@ same order, so the trees, actions and weights are bitwise those of stock mctx
 (``tests/test_mctx_patch.py``):
 
 * :func:`backward` is one ``lax.while_loop`` over the batch with ONE shared
-  condition (some game still below its root). It carries only the four updated
-  arrays plus ``[B]`` vectors; a game that already reached its root writes to node
-  ``N+1``, out of range, and ``mode="drop"`` scatters discard it, so XLA updates
-  the carried arrays in place (``B`` elements per step, no select). It carries the
-  child's new value instead of reading it back from ``node_values``.
+  condition (some game still below the root's children). It carries only the four
+  updated arrays plus ``[B]`` vectors; a game already done writes to node ``N+1``,
+  out of range, which the ``mode="drop"`` scatters discard, so XLA updates the
+  carried arrays in place (``B`` elements per step, no select). It carries the
+  child's new value instead of reading it back. The last step, into the root, is
+  the same for every game and runs once after the loop: one step fewer.
 * :func:`simulate` takes the root and interior selection functions apart. mctx
   passes ``simulate`` one function that picks between them with ``lax.cond(depth
   == 0)``; under ``vmap`` that cond becomes a select and both rules ran at every
   step down the tree. Every simulation starts at the root, so here the root rule
   runs once, before the loop, and the loop (one shared condition, ``[B]`` carry)
-  runs only the interior rule. One step fewer per simulation, each step cheaper.
+  runs only the interior rule: one step fewer, and each step cheaper.
 * :func:`search` is mctx's ``search`` calling these two; ``instantiate_tree_from_root``
   and ``expand`` are mctx's own.
 
@@ -82,37 +83,47 @@ def backward(tree: Tree, leaf_index: chex.Array) -> Tree:
     batch_size, num_nodes = tree.node_values.shape
     batch_range = jnp.arange(batch_size)
     leaf_index = jnp.asarray(leaf_index, dtype=jnp.int32)
-    leaf_value = tree.node_values[batch_range, leaf_index]
+    at_root = leaf_index == Tree.ROOT_INDEX  # nothing to back up (mctx's search never asks)
 
-    def cond_fun(loop_state):
-        *_, index = loop_state
-        return jnp.any(index != Tree.ROOT_INDEX)
-
-    def body_fun(loop_state):
-        node_values, node_visits, children_values, children_visits, leaf_value, child_value, index = loop_state
-        running = index != Tree.ROOT_INDEX
-        # A game back at its root reads around node 0 (values discarded) and writes
-        # to node `num_nodes`, which the scatters drop.
-        parent = jnp.where(running, tree.parents[batch_range, index], Tree.ROOT_INDEX)
+    def back_up(values, index, parent, leaf_value, child_value, target):
+        """One step up, from ``index`` to ``parent`` ``[B]``, written at node ``target``
+        (``num_nodes``: dropped). mctx's arithmetic, in mctx's order."""
+        node_values, node_visits, children_values, children_visits = values
         action = tree.action_from_parent[batch_range, index]
         count = node_visits[batch_range, parent]
         reward = tree.children_rewards[batch_range, parent, action]
         leaf_value = reward + tree.children_discounts[batch_range, parent, action] * leaf_value
         parent_value = (node_values[batch_range, parent] * count + leaf_value) / (count + 1.0)
         children_counts = children_visits[batch_range, parent, action] + 1
+        values = (node_values.at[batch_range, target].set(parent_value, mode="drop"),
+                  node_visits.at[batch_range, target].set(count + 1, mode="drop"),
+                  children_values.at[batch_range, target, action].set(child_value, mode="drop"),
+                  children_visits.at[batch_range, target, action].set(children_counts, mode="drop"))
+        return values, leaf_value, parent_value
 
-        target = jnp.where(running, parent, num_nodes)
-        node_values = node_values.at[batch_range, target].set(parent_value, mode="drop")
-        node_visits = node_visits.at[batch_range, target].set(count + 1, mode="drop")
-        children_values = children_values.at[batch_range, target, action].set(child_value, mode="drop")
-        children_visits = children_visits.at[batch_range, target, action].set(children_counts, mode="drop")
-        # The parent's new value is what the next step stores as its child value.
-        return node_values, node_visits, children_values, children_visits, leaf_value, parent_value, parent
+    def cond_fun(state):
+        *_, parent = state
+        return jnp.any(parent != Tree.ROOT_INDEX)
 
-    loop_state = (tree.node_values, tree.node_visits, tree.children_values, tree.children_visits,
-                  leaf_value, leaf_value, leaf_index)
-    node_values, node_visits, children_values, children_visits, *_ = jax.lax.while_loop(
-        cond_fun, body_fun, loop_state)
+    def body_fun(state):
+        values, leaf_value, child_value, index, parent = state
+        running = parent != Tree.ROOT_INDEX
+        values, new_leaf_value, parent_value = back_up(
+            values, index, parent, leaf_value, child_value, jnp.where(running, parent, num_nodes))
+        keep = lambda new, old: jnp.where(running, new, old)
+        # The parent's new value is what the next step stores as its child's value.
+        return (values, keep(new_leaf_value, leaf_value), keep(parent_value, child_value), keep(parent, index),
+                keep(tree.parents[batch_range, parent], parent))
+
+    # Up to the root's children: games leave the loop at different steps.
+    leaf_value = tree.node_values[batch_range, leaf_index]
+    parent = jnp.where(at_root, Tree.ROOT_INDEX, tree.parents[batch_range, leaf_index])
+    values = (tree.node_values, tree.node_visits, tree.children_values, tree.children_visits)
+    values, leaf_value, child_value, index, parent = jax.lax.while_loop(
+        cond_fun, body_fun, (values, leaf_value, leaf_value, leaf_index, parent))
+    # The last step, into the root, is the same for every game: all at once.
+    values, _, _ = back_up(values, index, parent, leaf_value, child_value, jnp.where(at_root, num_nodes, parent))
+    node_values, node_visits, children_values, children_visits = values
     return tree.replace(node_values=node_values, node_visits=node_visits,
                         children_values=children_values, children_visits=children_visits)
 
