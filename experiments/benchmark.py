@@ -448,14 +448,13 @@ def search_positions(game: Game, batch_size: int, key: jax.Array):
     return jax.block_until_ready(play(init_key, length_key, play_key))
 
 
-def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: str, stock_mctx: bool,
-                 repeats: int, seed: int = 0) -> dict:
+def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: str, mctx: str,
+                 repeats: int, seed: int = 0, unroll: int = 1) -> dict:
     """Compile and time ``run_search`` alone (worlds, mctx search, combine at the root)
     for ``batch_size`` positions with ``base_config``'s search and, unless
-    ``evaluator == "uniform"``, its network with fresh parameters. ``stock_mctx``
-    compiles it with mctx's own search loop instead of ``mctx_patch``'s."""
-    import contextlib
-
+    ``evaluator == "uniform"``, its network with fresh parameters. ``mctx``:
+    ``"patched"`` (``mctx_patch``'s search loop, ``unroll`` steps per loop iteration)
+    or ``"stock"`` (mctx's own)."""
     from beastybar_jax.config import get_game
     from beastybar_jax.network import init_params, make_network
     from beastybar_jax.search import mctx_patch, network_evaluator, run_search, uniform_evaluator
@@ -478,7 +477,7 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
         return run_search(game, make_evaluate(params), states, key, search_config, add_noise=True)
 
     start = time.perf_counter()
-    with mctx_patch.stock_mctx() if stock_mctx else contextlib.nullcontext():
+    with mctx_patch.stock_mctx() if mctx == "stock" else mctx_patch.installed(unroll):
         compiled = jax.jit(search).lower(params, states, key).compile()
     compile_s = time.perf_counter() - start
 
@@ -491,7 +490,7 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
         best, best_cpu = min(best, time.perf_counter() - start), min(best_cpu, time.process_time() - start_cpu)
     simulations = batch_size * search_config.num_determinizations * num_simulations
     return dict(
-        batch_size=batch_size, num_simulations=num_simulations, mctx="stock" if stock_mctx else "patched",
+        batch_size=batch_size, num_simulations=num_simulations, mctx=mctx, unroll=unroll if mctx == "patched" else 0,
         search=search_config.algorithm, num_determinizations=search_config.num_determinizations,
         network=network_name, search_seconds=best, cpu_seconds=best_cpu,
         simulations_per_second=simulations / best, seconds_per_simulation=best / simulations,
@@ -501,10 +500,11 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
 
 def add_relative_cost(rows: list[dict]) -> None:
     """``relative_cost``: seconds per simulation over that of the fewest simulations
-    measured with the same batch size and mctx (normally 8); ``relative_cpu_cost``
+    measured with the same batch size, mctx and unroll (normally 8); ``relative_cpu_cost``
     the same in process CPU time (on a CPU backend, less disturbed by other jobs)."""
+    variant = lambda r: (r["batch_size"], r["mctx"], r["unroll"])
     for row in rows:
-        same = [r for r in rows if (r["batch_size"], r["mctx"]) == (row["batch_size"], row["mctx"])]
+        same = [r for r in rows if variant(r) == variant(row)]
         fewest = min(same, key=lambda r: r["num_simulations"])
         row["relative_to_simulations"] = fewest["num_simulations"]
         row["relative_cost"] = row["seconds_per_simulation"] / fewest["seconds_per_simulation"]
@@ -515,12 +515,13 @@ def add_relative_cost(rows: list[dict]) -> None:
 def print_search_table(machine: dict, rows: list[dict]) -> None:
     print(f"backend: {machine['backend']} ({machine['device']}, {machine['num_devices']} device(s)); "
           f"cpu: {machine['cpu']} x{machine['cpu_count']}; jax {machine['jax']}")
-    header = (f"{'games':>7} | {'sims':>5} | {'mctx':>7} | {'sims/s':>9} | {'us/sim':>8} | {'cost vs fewest':>14} | "
+    header = (f"{'games':>7} | {'sims':>5} | {'mctx':>10} | {'sims/s':>9} | {'us/sim':>8} | {'cost vs fewest':>14} | "
               f"{'cpu cost':>8} | {'search s':>9} | {'compile s':>9} | {'load':>5}")
     print(header)
     print("-" * len(header))
     for r in rows:
-        print(f"{r['batch_size']:>7} | {r['num_simulations']:>5} | {r['mctx']:>7} | "
+        mctx = r["mctx"] if r["unroll"] <= 1 else f"unroll {r['unroll']}"
+        print(f"{r['batch_size']:>7} | {r['num_simulations']:>5} | {mctx:>10} | "
               f"{_fmt_rate(r['simulations_per_second']):>9} | {r['seconds_per_simulation'] * 1e6:>8.3f} | "
               f"{r['relative_cost']:>9.2f} (x{r['relative_to_simulations']}) | {r['relative_cpu_cost']:>8.2f} | "
               f"{r['search_seconds']:>9.4f} | "
@@ -532,17 +533,19 @@ def run_search_benchmark(args: argparse.Namespace) -> int:
 
     base = load_config(args.config, args.overrides)
     machine = machine_info()
-    modes = ("patched", "stock") if args.mctx == "both" else (args.mctx,)
+    variants = [("patched", unroll) for unroll in args.unroll] if args.mctx in ("patched", "both") else []
+    variants += [("stock", 0)] if args.mctx in ("stock", "both") else []
     rows = []
     for batch in args.batch_sizes:
-        for mode in modes:
+        for mode, unroll in variants:
+            label = mode if unroll <= 1 else f"unroll {unroll}"
             for sims in args.simulations:
-                row = unless_out_of_memory(f"batch {batch} sims {sims} {mode}", lambda: bench_search(
-                    base, batch, sims, args.evaluator, mode == "stock", args.repeats, seed=args.seed))
+                row = unless_out_of_memory(f"batch {batch} sims {sims} {label}", lambda: bench_search(
+                    base, batch, sims, args.evaluator, mode, args.repeats, seed=args.seed, unroll=max(unroll, 1)))
                 if row is None:
                     continue
                 rows.append(row)
-                print(f"  games {batch:>6} sims {sims:>4} {mode:<7}: {_fmt_rate(row['simulations_per_second']):>9} "
+                print(f"  games {batch:>6} sims {sims:>4} {label:<8}: {_fmt_rate(row['simulations_per_second']):>9} "
                       f"sims/s, {row['search_seconds']:.4f} s per search, compile {row['compile_seconds']:.1f} s, "
                       f"load {row['load_average']:.1f}", flush=True)
     add_relative_cost(rows)
@@ -570,6 +573,9 @@ def add_search_parser(subparsers) -> None:
                    help="the config's network with fresh parameters (default), or zero logits and value")
     p.add_argument("--mctx", choices=MCTX_MODES, default="patched",
                    help="mctx's search loop as patched by beastybar_jax (default), stock mctx, or both")
+    p.add_argument("--unroll", type=_parse_ints, default=[1],
+                   help="patched: steps down/up the tree per loop iteration, e.g. 1,2,4 (default 1; fewer GPU "
+                        "round trips, wasted steps for finished games)")
     p.add_argument("--repeats", type=int, default=3, help="timed searches per configuration; the best is kept")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="bench_results/search.json", help="JSON output path")

@@ -66,7 +66,8 @@ def trained_run(tmp_path_factory):
 def test_the_docs_show_the_main_commands():
     shown = " ".join(c for _, c in COMMANDS)
     for needed in ("experiments/train.py", "experiments/evaluate.py", "experiments/play.py",
-                   "experiments/benchmark.py env", "experiments/benchmark.py selfplay", "pytest"):
+                   "experiments/benchmark.py env", "experiments/benchmark.py selfplay",
+                   "experiments/benchmark.py search", "pytest"):
         assert needed in shown, f"no documented command uses {needed}"
 
 
@@ -114,27 +115,30 @@ def test_play_commands_run(where, command, trained_run):
 
 BENCHMARKS = [c for c in COMMANDS if "experiments/benchmark.py" in c[1]]
 SELFPLAY_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py selfplay" in c[1]]
+SEARCH_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py search" in c[1]]
 TINY_RUN = {
     "env": ["--batch-sizes", "4", "--steps", "2", "--repeats", "1", "--variant", "step"],
     "selfplay": ["--batch-sizes", "4", "--simulations", "2", "--moves", "2", "--repeats", "1",
                  "--set", "network.width=16", "--set", "network.depth=1", "--set", "buffer_size=128",
                  "--set", "min_buffer_size=8", "--set", "batch_size=8", "--set", "num_games=4"],
+    "search": ["--batch-sizes", "4", "--simulations", "2", "--repeats", "1", "--evaluator", "uniform"],
 }
 
 
 @pytest.mark.parametrize("where,command", BENCHMARKS)
 def test_benchmark_commands_run(where, command, tmp_path):
-    """Each command parses and its config loads; env commands and the first selfplay
-    command also run (tiny sizes appended). Every selfplay run compiles a whole training
-    iteration, so the others stop after parsing to keep CI short."""
+    """Each command parses and its config loads; env commands and the first selfplay and
+    search commands also run (tiny sizes appended). Every selfplay run compiles a whole
+    training iteration and every search run a search, so the others stop after parsing
+    to keep CI short."""
     import benchmark
     from beastybar_jax.config import load_config
 
     argv = argv_of(command, "experiments/benchmark.py")
     args = benchmark.build_parser().parse_args(argv)
-    if args.command == "selfplay":
+    if args.command in ("selfplay", "search"):
         load_config(args.config, args.overrides)
-        if (where, command) != SELFPLAY_BENCHMARKS[0]:
+        if (where, command) not in SELFPLAY_BENCHMARKS[:1] + SEARCH_BENCHMARKS[:1]:
             return
     out = tmp_path / "bench.json"
     assert benchmark.main(argv + TINY_RUN[args.command] + ["--out", str(out)]) == 0

@@ -12,7 +12,6 @@ finished game among the roots. Compiling costs ~40 s of CPU in all.
 
 from __future__ import annotations
 
-import contextlib
 import re
 
 import jax
@@ -29,10 +28,15 @@ from conftest import random_playout
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
-def compile_search(fn, *args, stock: bool):
-    """``fn`` compiled for ``args`` with stock mctx or the patched search. ``fn`` must
-    be a fresh function: ``jax.jit`` caches traces per function."""
-    with mctx_patch.stock_mctx() if stock else contextlib.nullcontext():
+MODES = {"stock": mctx_patch.stock_mctx, "patched": mctx_patch.installed,
+         "unroll-3": lambda: mctx_patch.installed(unroll=3)}
+
+
+def compile_search(fn, *args, mode: str):
+    """``fn`` compiled for ``args`` with stock mctx, the patched search, or the patched
+    search taking 3 steps per loop iteration. ``fn`` must be a fresh function:
+    ``jax.jit`` caches traces per function."""
+    with MODES[mode]():
         return jax.jit(fn).lower(*args).compile(FAST_COMPILE)
 
 
@@ -93,6 +97,9 @@ POLICY_CASES = {
 }
 
 
+UNROLL_CASES = ("gumbel-20-depth3", "puct-13")
+
+
 def policy_search(policy: str, num_simulations: int, max_depth):
     """A fresh ``search(key) -> mctx.PolicyOutput`` of the synthetic model."""
 
@@ -110,15 +117,16 @@ def policy_search(policy: str, num_simulations: int, max_depth):
 
 @pytest.fixture(scope="module")
 def policy_searches():
-    """``{"stock" | "patched": compiled(key) -> {case: mctx.PolicyOutput}}``: all cases
-    in one program per mode (one compile each)."""
+    """``{mode: compiled(key) -> {case: mctx.PolicyOutput}}``: the cases in one
+    program per mode (one compile each); unroll-3 runs two of them."""
 
-    def fresh_searches():
-        searches = {name: policy_search(**case) for name, case in POLICY_CASES.items()}
+    def fresh_searches(names):
+        searches = {name: policy_search(**POLICY_CASES[name]) for name in names}
         return lambda key: {name: search(key) for name, search in searches.items()}
 
-    return {mode: compile_search(fresh_searches(), jax.random.key(0), stock=mode == "stock")
-            for mode in ("stock", "patched")}
+    return {mode: compile_search(fresh_searches(UNROLL_CASES if mode == "unroll-3" else POLICY_CASES),
+                                 jax.random.key(0), mode=mode)
+            for mode in MODES}
 
 
 # ----------------------------------------------------------------------------- Beasty Bar worlds
@@ -163,7 +171,7 @@ def world_searches(world_states):
         return lambda states, key: {name: run_search(BEASTYBAR, evaluate, states, key, config, add_noise=True)
                                     for name, config in WORLD_CASES.items()}
 
-    return {mode: compile_search(fresh_searches(), world_states, jax.random.key(0), stock=mode == "stock")
+    return {mode: compile_search(fresh_searches(), world_states, jax.random.key(0), mode=mode)
             for mode in ("stock", "patched")}
 
 
@@ -171,14 +179,15 @@ def world_searches(world_states):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_patched_policies_build_bitwise_the_trees_of_stock_mctx(policy_searches, seed):
+@pytest.mark.parametrize("mode", ["patched", "unroll-3"])
+def test_patched_policies_build_bitwise_the_trees_of_stock_mctx(policy_searches, seed, mode):
     key = jax.random.key(seed)
-    stock, patched = policy_searches["stock"](key), policy_searches["patched"](key)
-    for name, case in POLICY_CASES.items():
+    stock, patched = policy_searches["stock"](key), policy_searches[mode](key)
+    for name in patched:
         assert_bitwise_equal(stock[name], patched[name])  # action, action_weights and the whole search_tree
-        tree = patched[name].search_tree
-        assert int(tree.node_visits[1, 0]) == case["num_simulations"] + 1
-        assert int(jnp.sum(tree.children_visits[:, 0])) == POLICY_BATCH * case["num_simulations"]
+        tree, num_simulations = patched[name].search_tree, POLICY_CASES[name]["num_simulations"]
+        assert int(tree.node_visits[1, 0]) == num_simulations + 1
+        assert int(jnp.sum(tree.children_visits[:, 0])) == POLICY_BATCH * num_simulations
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -278,26 +287,32 @@ def test_search_loops_rewrite_no_tree_sized_buffer(policy_searches, world_search
     shapes = {name: (POLICY_BATCH, case["num_simulations"] + 1) for name, case in POLICY_CASES.items()}  # [B, N+1]
     shapes.update({name: (WORLD_STATES * config.num_determinizations, config.num_simulations + 1)
                    for name, config in WORLD_CASES.items()})
-    for mode in ("stock", "patched"):
-        programs = {name: (policy_searches if name in POLICY_CASES else world_searches)[mode].as_text()
-                    for name in shapes}
+    programs = {("policy", mode): compiled.as_text() for mode, compiled in policy_searches.items()}
+    programs.update({("world", mode): compiled.as_text() for mode, compiled in world_searches.items()})
+    for (kind, mode), program in programs.items():
         for name, (batch, num_nodes) in shapes.items():
-            rewrites = tree_sized_rewrites(programs[name], batch, num_nodes)
-            assert bool(rewrites) == (mode == "stock"), (mode, name, rewrites[:3])
+            if (name in POLICY_CASES) == (kind == "policy") and (mode != "unroll-3" or name in UNROLL_CASES):
+                rewrites = tree_sized_rewrites(program, batch, num_nodes)
+                assert bool(rewrites) == (mode == "stock"), (mode, name, rewrites[:3])
 
 
 # ----------------------------------------------------------------------------- installation
 
 
-def test_install_is_idempotent_and_stock_mctx_restores_mctx_for_a_block():
-    assert mctx_patch.is_installed()  # loading run_search installed it
+def test_install_is_idempotent_and_blocks_restore_the_previous_search():
+    assert mctx_patch.installed_unroll() == 1  # loading run_search installed it
     mctx_patch.install()
     assert mctx_search.search is mctx_patch.search and mctx.search is mctx_patch.search
     assert mctx_search.backward is mctx_patch.backward
     with mctx_patch.stock_mctx():
         assert not mctx_patch.is_installed()
         assert mctx_search.backward is not mctx_patch.backward and mctx.search is mctx_search.search
-    assert mctx_patch.is_installed()
+        with mctx_patch.installed(unroll=2):
+            assert mctx_patch.installed_unroll() == 2 and mctx.search is mctx_search.search
+        assert not mctx_patch.is_installed()
+    assert mctx_patch.installed_unroll() == 1
+    with pytest.raises(ValueError, match="unroll"):
+        mctx_patch.install(unroll=0)
 
 
 def test_an_mctx_with_other_internals_is_refused(monkeypatch):

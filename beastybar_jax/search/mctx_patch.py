@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 from typing import Any, Iterator, Optional
 
@@ -74,11 +75,11 @@ class MctxPatchError(RuntimeError):
     """The installed mctx is not the one :mod:`beastybar_jax.search.mctx_patch` expects."""
 
 
-def backward(tree: Tree, leaf_index: chex.Array) -> Tree:
+def backward(tree: Tree, leaf_index: chex.Array, unroll: int = 1) -> Tree:
     """Backs up the value of ``leaf_index`` ``[B]`` to the roots of a batched tree.
 
     Same results as ``mctx._src.search.backward``; see the module docstring for how
-    it differs.
+    it differs. ``unroll`` steps up are taken per loop iteration (see :func:`install`).
     """
     batch_size, num_nodes = tree.node_values.shape
     batch_range = jnp.arange(batch_size)
@@ -105,7 +106,7 @@ def backward(tree: Tree, leaf_index: chex.Array) -> Tree:
         *_, parent = state
         return jnp.any(parent != Tree.ROOT_INDEX)
 
-    def body_fun(state):
+    def step_up(state):
         values, leaf_value, child_value, index, parent = state
         running = parent != Tree.ROOT_INDEX
         values, new_leaf_value, parent_value = back_up(
@@ -114,6 +115,11 @@ def backward(tree: Tree, leaf_index: chex.Array) -> Tree:
         # The parent's new value is what the next step stores as its child's value.
         return (values, keep(new_leaf_value, leaf_value), keep(parent_value, child_value), keep(parent, index),
                 keep(tree.parents[batch_range, parent], parent))
+
+    def body_fun(state):
+        for _ in range(unroll):
+            state = step_up(state)
+        return state
 
     # Up to the root's children: games leave the loop at different steps.
     leaf_value = tree.node_values[batch_range, leaf_index]
@@ -140,11 +146,13 @@ def simulate(
     root_action_selection_fn: base.RootActionSelectionFn,
     interior_action_selection_fn: base.InteriorActionSelectionFn,
     max_depth: int,
+    unroll: int = 1,
 ) -> tuple[chex.Array, chex.Array]:
     """Walks each of ``B`` trees down from its root to an unvisited action or ``max_depth``.
 
     Same results as ``mctx._src.search.simulate`` with mctx's switching selection
     function. ``rng_key`` holds ``B`` keys; returns ``(parent_index [B], action [B])``.
+    ``unroll`` steps down are taken per loop iteration (see :func:`install`).
     """
     batch_size = tree.node_values.shape[0]
     batch_range = jnp.arange(batch_size)
@@ -162,7 +170,7 @@ def simulate(
     def cond_fun(state):
         return jnp.any(state[-1])
 
-    def body_fun(state):
+    def step_down(state):
         rng_key, node_index, action, next_node_index, depth, is_continuing = state
         new_rng_key, selection_key = _split_each(rng_key)
         # A finished walk selects from a meaningless node; the result is discarded.
@@ -174,6 +182,11 @@ def simulate(
         return (keep(new_rng_key, rng_key), keep(next_node_index, node_index), keep(new_action, action),
                 keep(new_next_node_index, next_node_index), keep(new_depth, depth),
                 jnp.logical_and(is_continuing, new_is_continuing))
+
+    def body_fun(state):
+        for _ in range(unroll):
+            state = step_down(state)
+        return state
 
     state = (rng_key, node_index, action, next_node_index, depth, is_continuing)
     _, node_index, action, _, _, _ = jax.lax.while_loop(cond_fun, body_fun, state)
@@ -193,8 +206,10 @@ def search(
     invalid_actions: Optional[chex.Array] = None,
     extra_data: Any = None,
     loop_fn: base.LoopFn = jax.lax.fori_loop,
+    unroll: int = 1,
 ) -> Tree:
-    """``mctx.search`` (same arguments, same tree) with :func:`simulate` and :func:`backward`."""
+    """``mctx.search`` (same arguments, same tree) with :func:`simulate` and
+    :func:`backward`, each taking ``unroll`` steps per loop iteration."""
     batch_size = root.value.shape[0]
     batch_range = jnp.arange(batch_size)
     if max_depth is None:
@@ -207,12 +222,12 @@ def search(
         rng_key, simulate_key, expand_key = jax.random.split(rng_key, 3)
         simulate_keys = jax.random.split(simulate_key, batch_size)
         parent_index, action = simulate(
-            simulate_keys, tree, root_action_selection_fn, interior_action_selection_fn, max_depth)
+            simulate_keys, tree, root_action_selection_fn, interior_action_selection_fn, max_depth, unroll)
         # A node first expanded on simulation `i` has node index `i + 1`.
         next_node_index = tree.children_index[batch_range, parent_index, action]
         next_node_index = jnp.where(next_node_index == Tree.UNVISITED, sim + 1, next_node_index)
         tree = mctx_search.expand(params, expand_key, tree, recurrent_fn, parent_index, action, next_node_index)
-        tree = backward(tree, next_node_index)
+        tree = backward(tree, next_node_index, unroll)
         return rng_key, tree
 
     tree = mctx_search.instantiate_tree_from_root(
@@ -252,32 +267,65 @@ def check_mctx() -> None:
         raise MctxPatchError(f"mctx {version}: {'; '.join(problems)}: {fix}")
 
 
+def installed_unroll() -> Optional[int]:
+    """The ``unroll`` of the installed search, or None while mctx runs its own."""
+    installed = mctx_search.search
+    if installed is search:
+        return 1
+    if isinstance(installed, functools.partial) and installed.func is search:
+        return installed.keywords["unroll"]
+    return None
+
+
 def is_installed() -> bool:
-    return mctx_search.search is search
+    return installed_unroll() is not None
 
 
-def install() -> None:
+def install(unroll: int = 1) -> None:
     """Puts :func:`search` and :func:`backward` in place of mctx's. Idempotent.
 
     Must run before the search is traced: an already compiled function keeps the
-    search it was traced with.
+    search it was traced with. ``unroll`` (default 1) is how many steps down and up
+    the tree each loop iteration takes; finished games idle through the extra steps
+    (the results do not change). On a GPU every loop iteration costs a host round
+    trip for the condition, so ``unroll > 1`` trades wasted steps for fewer round
+    trips; on CPU it only adds work.
     """
-    if is_installed():
+    if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
+        raise ValueError(f"unroll must be a positive integer, got {unroll!r}")
+    if installed_unroll() == unroll:
         return
     check_mctx()
-    _STOCK.update(search=mctx_search.search, backward=mctx_search.backward, public_search=mctx.search)
-    mctx_search.search = search
+    if not _STOCK:  # mctx's own functions, saved once
+        _STOCK.update(search=mctx_search.search, backward=mctx_search.backward, public_search=mctx.search)
+    patched = search if unroll == 1 else functools.partial(search, unroll=unroll)
+    mctx_search.search = patched
     mctx_search.backward = backward
-    mctx.search = search
+    mctx.search = patched
 
 
 def uninstall() -> None:
     """Restores mctx's own functions (no-op if :func:`install` never ran)."""
-    if not is_installed():
+    if not _STOCK:
         return
     mctx_search.search = _STOCK["search"]
     mctx_search.backward = _STOCK["backward"]
     mctx.search = _STOCK["public_search"]
+
+
+@contextlib.contextmanager
+def installed(unroll: int = 1) -> Iterator[None]:
+    """Within the block, the patched search with this ``unroll`` (for benchmarks).
+    As with :func:`stock_mctx`, only what is traced inside the block uses it."""
+    previous = installed_unroll()
+    install(unroll)
+    try:
+        yield
+    finally:
+        if previous is None:
+            uninstall()
+        else:
+            install(previous)
 
 
 @contextlib.contextmanager
@@ -287,10 +335,10 @@ def stock_mctx() -> Iterator[None]:
     Only what is traced inside the block uses it: ``jax.jit`` caches traces per
     function, so jit a fresh function (or ``lower`` it) inside the block.
     """
-    was_installed = is_installed()
+    previous = installed_unroll()
     uninstall()
     try:
         yield
     finally:
-        if was_installed:
-            install()
+        if previous is not None:
+            install(previous)
