@@ -30,6 +30,10 @@ same order, so the trees, actions and weights are bitwise those of stock mctx
   runs only the interior rule: one step fewer, and each step cheaper.
 * :func:`search` is mctx's ``search`` calling these two; ``instantiate_tree_from_root``
   and ``expand`` are mctx's own.
+* ``unroll`` (:func:`install`, default 1) lets each loop iteration take several
+  steps, finished games idling through the extra ones: on a GPU every iteration
+  costs a host round trip for the condition plus kernel launches, and the number of
+  iterations per simulation is the depth of the deepest new leaf in the batch.
 
 :func:`install` puts :func:`search` and :func:`backward` in place of mctx's
 (``mctx._src.search.search``, which the policies call through the module, and the
