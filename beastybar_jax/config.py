@@ -74,7 +74,8 @@ class TrainConfig:
     A resumed run (``--resume``) must keep the saved run's values except for
     ``num_iterations``, ``checkpoint_every``, ``keep_checkpoints``, ``tensorboard``,
     ``distributed``, ``distributed_timeout``, ``compilation_cache``, ``run_dir`` and the evaluation keys
-    (``eval_every``, ``eval_opponents``, ``eval_games``, ``eval_simulations``): these
+    (``eval_every``, ``eval_opponents``, ``eval_games``, ``eval_simulations``,
+    ``eval_endgames``, ``eval_endgame_positions``): these
     change how the run is kept and watched, not what an iteration computes.
     ``num_iterations`` and ``decay_steps`` may change only while the learning-rate
     schedule stays the same: with ``decay_steps: 0`` the cosine ends at the run's last
@@ -109,6 +110,9 @@ class TrainConfig:
     eval_opponents: tuple[str, ...] = ("random", "heuristic")
     eval_games: int = 100
     eval_simulations: int = 0  # 0: the raw policy (argmax); > 0: network + search
+    # the game's yardstick of solved endgames (Game.endgame_suite), at the same evaluations
+    eval_endgames: bool = False
+    eval_endgame_positions: int = 2048  # positions spread over the suite (0: all of it)
     # sections
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
     alphazero: AlphaZeroConfig = dataclasses.field(default_factory=AlphaZeroConfig)
@@ -297,6 +301,10 @@ def validate(config: TrainConfig, num_devices: int | None = None) -> None:
     check(all(isinstance(o, str) and o for o in c.eval_opponents), "eval_opponents",
           "must be a list of agent names such as [random, heuristic]")
     check(c.eval_simulations >= 0, "eval_simulations", f"must be >= 0 (0 = raw policy), got {c.eval_simulations}")
+    check(c.eval_endgame_positions >= 0, "eval_endgame_positions",
+          f"must be >= 0 (0 = the whole suite), got {c.eval_endgame_positions}")
+    check(not c.eval_endgames or game.endgame_suite is not None, "eval_endgames",
+          f"needs a game with a yardstick of solved endgames; {game.name} has none: set eval_endgames: false")
 
     n = c.network
     check(n.torso in ("mlp", "attention"), "network.torso", f"must be 'mlp' or 'attention', got {n.torso!r}")
@@ -312,6 +320,9 @@ def validate(config: TrainConfig, num_devices: int | None = None) -> None:
 
     section = c.section
     section.validate(num_games=c.num_games, max_game_length=game.max_game_length, prefix=c.algorithm + ".")
+    if c.algorithm == "alphazero":
+        check(not c.alphazero.exact_value_targets or game.exact_values is not None, "alphazero.exact_value_targets",
+              f"needs a game with an exact solver (Game.exact_values); {game.name} has none: set it to false")
 
     if num_devices is not None and num_devices > 1:
         split = [("num_games", c.num_games)] + [(f"{c.algorithm}.{k}", getattr(section, k))

@@ -28,6 +28,18 @@ class TokenLayout(NamedTuple):
     features: int
 
 
+class Yardstick(NamedTuple):
+    """Solved positions of a game: ground truth to score an agent's moves against
+    (``Game.endgame_suite``; for Beasty Bar, :mod:`beastybar_jax.endgame.suite`).
+
+    ``states``: host states with a leading axis ``[N]``. ``score(actions)``: for one
+    chosen action per position (``int[N]``), ``{metric name: float}`` comparing them
+    with best play (e.g. the share that keeps the game-theoretic result)."""
+
+    states: Any
+    score: Callable[[Any], dict]
+
+
 class Game(NamedTuple):
     """The functions search, self-play, the learners, agents and the CLIs need from a game.
 
@@ -63,6 +75,15 @@ class Game(NamedTuple):
     points: Optional[Callable[[Any], Any]] = None
     # The network's auxiliary head predicts score_margin / score_margin_scale (keep it near [-1, 1]).
     score_margin_scale: float = 1.0
+    # Optional ground truth from an exact solver (None: the game has none).
+    # endgame_suite(num_positions) -> Yardstick: that many solved positions spread over the
+    # game's fixed suite (0: all); training-time evaluation (``eval_endgames``) and the CLIs.
+    endgame_suite: Optional[Callable[[int], Yardstick]] = None
+    # exact_values(states [N], budget) -> (bool[N] solved, float32[N] value): the exact
+    # game-theoretic value, for the player to move, of the positions the solver can solve
+    # within ``budget`` (a static work limit; 0: no limit), in the scale of ``rewards``.
+    # Pure and jittable (AlphaZero's ``exact_value_targets``).
+    exact_values: Optional[Callable[[Any, int], tuple]] = None
 
 
 class GameInputError(ValueError):

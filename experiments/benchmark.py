@@ -455,6 +455,87 @@ def add_selfplay_parser(subparsers) -> None:
     p.set_defaults(func=run_selfplay)
 
 
+# --------------------------------------------------------------------------- endgames
+
+ENDGAME_SOURCES = {
+    "endgames": "every position of random games with both decks empty (1-8 cards in hand)",
+    "start": "positions where both decks just ran out (8 cards in hand, 8 plies to go: the largest)",
+    "solvable": "every solvable position of random games (also the one before the last draw, 9 cards)",
+    "suite": "the endgame yardstick suite (beastybar_jax/endgame/endgame_suite.npz), repeated",
+}
+
+
+def endgame_positions(source: str, count: int, seed: int = 0):
+    """``count`` solvable positions (host ``State`` ``[count]``) from ``ENDGAME_SOURCES``."""
+    import numpy as np
+
+    from beastybar_jax.agents import make_agent
+    from beastybar_jax.endgame import positions
+    from beastybar_jax.endgame.suite import load_suite
+
+    if source == "suite":
+        suite = load_suite()
+        return jax.tree.map(lambda x: np.resize(x, (count,) + x.shape[1:]), suite.states)
+    random = make_agent("random")
+    chunks, have, index = [], 0, 0
+    while have < count:
+        states = positions.endgames_from_games(random, random, 4096, jax.random.key(seed * 1000 + index))
+        left = np.asarray(states.hand.sum((1, 2)) + (states.deck >= 0).sum((1, 2)))
+        keep = {"endgames": left <= 8, "start": left == 8, "solvable": left >= 0}[source]
+        chunks.append(jax.tree.map(lambda x: x[keep], states))
+        have += int(keep.sum())
+        index += 1
+    # Whole games' positions come out turn by turn: shuffle before cutting to ``count``.
+    order = np.random.default_rng(seed).permutation(have)[:count]
+    return jax.tree.map(lambda *x: np.concatenate(x)[order], *chunks)
+
+
+def bench_endgames(states, mode: str, num_lanes: int, repeats: int) -> dict:
+    """Compile and time ``endgame.solver.search`` on a batch; returns a result row."""
+    from beastybar_jax.endgame import solver
+
+    config = solver.SolverConfig(mode=mode, num_lanes=num_lanes)
+    states = jax.device_put(states)
+    start = time.perf_counter()
+    compiled = jax.jit(lambda s: solver.search(s, config)).lower(states).compile()
+    compile_s = time.perf_counter() - start
+    solution, iterations = jax.block_until_ready(compiled(states))  # warm-up run
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        solution, iterations = jax.block_until_ready(compiled(states))
+        best = min(best, time.perf_counter() - start)
+    count = int(states.turn.shape[0])
+    solved = int(solution.solved.sum())
+    if solved != count:
+        raise RuntimeError(f"only {solved} of {count} positions were solved")
+    return dict(mode=mode, positions=count, num_lanes=solver.lanes_for(config, count), seconds=best, positions_per_second=count / best,
+                nodes_per_position=float(solution.nodes.mean()), iterations=int(iterations),
+                compile_seconds=compile_s)
+
+
+def run_endgames(args: argparse.Namespace) -> int:
+    machine = machine_info()
+    states = endgame_positions(args.source, args.positions, args.seed)
+    rows = []
+    for mode in args.modes:
+        for lanes in args.lanes:
+            row = unless_out_of_memory(f"mode {mode} lanes {lanes}", lambda: bench_endgames(
+                states, mode, lanes, args.repeats))
+            if row is None:
+                continue
+            rows.append(dict(row, source=args.source))
+            print(f"  {args.positions} {args.source} positions, mode {mode:<7} lanes {row['num_lanes']:>5}: "
+                  f"{_fmt_rate(row['positions_per_second']):>9} positions/s ({row['seconds']:.2f} s; "
+                  f"{row['nodes_per_position']:.0f} nodes/position, {row['iterations']} iterations), "
+                  f"compile {row['compile_seconds']:.1f} s", flush=True)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(dict(benchmark="endgames", machine=machine, config=vars_for_json(args), results=rows), f, indent=2)
+    print(f"wrote {args.out}")
+    return 0
+
+
 # --------------------------------------------------------------------------- ppo
 
 PPO_DEFAULT_CONFIG = "configs/ppo_h100.yaml"
@@ -521,6 +602,41 @@ def run_ppo(args: argparse.Namespace) -> int:
                        results=rows), f, indent=2)
     print(f"wrote {args.out}")
     return 0
+
+
+def _parse_modes(text: str) -> list[str]:
+    from beastybar_jax.endgame.solver import MODES
+
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    if not modes or any(m not in MODES for m in modes):
+        raise argparse.ArgumentTypeError(f"--modes takes a comma-separated list of {', '.join(MODES)}; got {text!r}")
+    return modes
+
+
+def _parse_lanes(text: str) -> list[int]:
+    try:
+        lanes = [int(eval_size(t)) for t in text.split(",") if t.strip()]
+    except ValueError:
+        lanes = []
+    if not lanes or min(lanes) < 0:
+        raise argparse.ArgumentTypeError(f"--lanes takes comma-separated counts (0: automatic); got {text!r}")
+    return lanes
+
+
+def add_endgames_parser(subparsers) -> None:
+    p = subparsers.add_parser("endgames", help="the exact endgame solver: positions solved per second")
+    p.add_argument("--positions", type=int_at_least(1), default=100_000,
+                   help="positions per batch (default %(default)s)")
+    p.add_argument("--source", choices=tuple(ENDGAME_SOURCES), default="endgames",
+                   help="; ".join(f"{k}: {v}" for k, v in ENDGAME_SOURCES.items()))
+    p.add_argument("--modes", type=_parse_modes, default=["results"],
+                   help="solver modes, comma-separated: results (default), best, margins")
+    p.add_argument("--lanes", type=_parse_lanes, default=[0], help="solver lanes, comma-separated (0: automatic)")
+    p.add_argument("--repeats", type=int_at_least(1), default=3,
+                   help="timed runs per configuration; the best is kept")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="bench_results/endgames.json", help="JSON output path")
+    p.set_defaults(func=run_endgames)
 
 
 def add_ppo_parser(subparsers) -> None:
@@ -702,7 +818,7 @@ def add_search_parser(subparsers) -> None:
     p.set_defaults(func=run_search_benchmark)
 
 
-SUBCOMMANDS = [add_env_parser, add_selfplay_parser, add_search_parser, add_ppo_parser]
+SUBCOMMANDS = [add_env_parser, add_selfplay_parser, add_search_parser, add_ppo_parser, add_endgames_parser]
 
 
 class OneLineErrors(argparse.ArgumentParser):

@@ -3,6 +3,7 @@
     python experiments/evaluate.py --agent checkpoint:runs/x --opponents random,heuristic,outcome_heuristic --games 1000
     python experiments/evaluate.py --round-robin random,greedy,heuristic,mcts-64 --games 400 --json rr.json
     python experiments/evaluate.py --game tictactoe --agent checkpoint:runs/tictactoe --opponents minimax,random
+    python experiments/evaluate.py --endgames --agent random,heuristic,solver+random
 
 Agents are registry specs (``beastybar_jax.agents.make_agent``). ``--games`` is the
 number of games per pairing; the duplicate format plays every deal twice with
@@ -18,6 +19,12 @@ printed (and written with ``--json``, marked ``"interrupted": true``) and the ex
 is 130. Bad agent names, unreadable checkpoints and an unwritable ``--json`` path end
 in one line and exit code 2. When the output is not a terminal, tables are printed
 whole (no truncated cells).
+
+``--endgames`` instead scores each ``--agent`` (comma-separated specs) on the fixed
+suite of solved Beasty Bar endgame positions (``beastybar_jax.endgame.suite``): the
+share of positions where its move keeps the best result, the shares where it throws
+away a win or a draw, the share of best-margin moves and the mean point margin lost
+against best play. ``--games N`` then uses N positions spread over the suite.
 """
 
 from __future__ import annotations
@@ -63,12 +70,27 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "Beasty Bar; random and the game's strongest baseline otherwise)")
     parser.add_argument("--round-robin", metavar="A,B,C",
                         help="instead of --agent/--opponents: every pair of these agents meets")
-    parser.add_argument("--games", type=int, default=1000,
-                        help="games per pairing; odd numbers are rounded up (duplicate format)")
+    parser.add_argument("--games", type=int, default=None,
+                        help="games per pairing (default 1000); odd numbers are rounded up (duplicate format). "
+                             "With --endgames: suite positions to use (default all)")
+    parser.add_argument("--endgames", action="store_true",
+                        help="score --agent (comma-separated specs) on the solved endgame suite instead of matches")
+    parser.add_argument("--suite", metavar="PATH", help="with --endgames: a suite file (default: the package's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON to PATH")
     parser.add_argument("--plain", action="store_true", help="plain text tables instead of rich")
     args = parser.parse_args(argv)
+    if args.endgames:
+        if args.agent is None or args.round_robin is not None:
+            parser.error("--endgames scores --agent A[,B,...] on the endgame suite (no --round-robin)")
+        if args.game != "beastybar":
+            parser.error(f"--endgames: the endgame suite is Beasty Bar's; {args.game} has none")
+        if args.games is not None and args.games < 1:
+            parser.error(f"--games must be at least 1 (got {args.games})")
+        return args
+    if args.suite is not None:
+        parser.error("--suite only applies with --endgames")
+    args.games = 1000 if args.games is None else args.games
     if args.round_robin is None and args.agent is None:
         parser.error("give --agent SPEC (with --opponents) or --round-robin A,B,C")
     if args.round_robin is not None and args.agent is not None:
@@ -190,6 +212,62 @@ def run(args: argparse.Namespace, log=print) -> dict:
     }
 
 
+# --------------------------------------------------------------------------- endgames
+
+ENDGAME_HEADERS = ["agent", "positions", "keeps result", "throws win", "throws draw", "best margin",
+                   "margin lost"]
+
+
+def run_endgames(args: argparse.Namespace, log=print) -> dict:
+    """Score every ``--agent`` spec on the endgame suite (or ``--games`` positions of it)."""
+    from beastybar_jax.endgame.suite import SUITE_PATH, evaluate_agent, load_suite, spread
+
+    suite = spread(load_suite(args.suite or SUITE_PATH), args.games or 0)
+    agents = [make_agent(spec, game=get_game("beastybar")) for spec in _specs(args.agent, "--agent")]
+    key = jax.random.key(args.seed)
+    scores, timings = [], []
+    for index, agent in enumerate(agents):
+        log(f"[{index + 1}/{len(agents)}] {agent.name}: {len(suite)} endgame positions ...")
+        start = time.perf_counter()
+        scores.append(evaluate_agent(agent, suite, jax.random.fold_in(key, index)))
+        timings.append(time.perf_counter() - start)
+    return {
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{platform.machine()} {platform.system()}, jax devices: "
+                   + ", ".join(str(d.device_kind) for d in jax.devices()),
+        "seed": args.seed,
+        "suite": str(args.suite or SUITE_PATH),
+        "suite_sources": list(suite.sources),
+        "results": [dict(s.to_dict(), seconds_including_compile=round(t, 3)) for s, t in zip(scores, timings)],
+        "_scores": scores,
+    }
+
+
+def print_endgame_table(scores, plain: bool = False, out=None) -> None:
+    out = out or sys.stdout
+    pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
+    rows = [[s.agent, str(s.positions), pct(s.keeps_result), pct(s.throws_win), pct(s.throws_draw),
+             pct(s.best_margin), f"{s.margin_lost:.2f}"] for s in scores]
+    if not plain:
+        try:
+            from rich.console import Console
+            from rich.table import Table
+        except ImportError:
+            plain = True
+    if plain:
+        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(ENDGAME_HEADERS)]
+        print("  ".join(h.ljust(w) for h, w in zip(ENDGAME_HEADERS, widths)), file=out)
+        for cells in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(cells, widths)), file=out)
+        return
+    table = Table(title="solved endgames (moves against best play)")
+    for h in ENDGAME_HEADERS:
+        table.add_column(h, justify="left" if h == "agent" else "right")
+    for cells in rows:
+        table.add_row(*cells)
+    Console(file=out).print(table)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
@@ -203,7 +281,7 @@ def main(argv=None) -> int:
     try:
         if args.json:
             check_writable(args.json)
-        report = run(args, log=log)
+        report = run_endgames(args, log=log) if args.endgames else run(args, log=log)
     except ValueError as e:  # bad specs, unreadable checkpoints (CheckpointError is a ValueError), --json
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -214,6 +292,13 @@ def main(argv=None) -> int:
         warnings.formatwarning = format_warning
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
+    if args.endgames:
+        print_endgame_table(report.pop("_scores"), plain=args.plain)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(report, f, indent=2)
+            log(f"wrote {args.json}")
+        return 0
     results, elo = report.pop("_results"), report.pop("_elo")
     if results:
         print_tables(results, elo, plain=args.plain)

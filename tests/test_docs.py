@@ -111,8 +111,15 @@ def test_training_commands_validate(where, command, capsys):
 def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, monkeypatch):
     import evaluate
     from beastybar_jax.arena import MatchResult
+    from beastybar_jax.endgame import suite as endgame_suite
 
     played = []
+
+    def evaluate_agent(agent, suite, key, chunk=None):  # --endgames: agents built, their moves stubbed
+        played.append(agent.name)
+        return endgame_suite.score_moves(suite, suite.legal.argmax(axis=1), agent.name)
+
+    monkeypatch.setattr(endgame_suite, "evaluate_agent", evaluate_agent)
 
     def play_match(agent_a, agent_b, num_deals, key, game=None):
         played.append((agent_a.name, agent_b.name))
@@ -124,7 +131,7 @@ def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, mo
     report = tmp_path / "results.json"
     assert evaluate.main(argv + ["--games", "4", "--plain", "--json", str(report)]) == 0
     out = capsys.readouterr().out
-    assert "random" in out and played
+    assert ("random" in out or "--endgames" in argv) and played
     assert len(json.loads(report.read_text())["results"]) == len(played)
 
 
@@ -150,6 +157,7 @@ TINY_RUN = {
     "ppo": ["--batch-sizes", "8", "--repeats", "1", "--set", "network.width=16", "--set", "network.depth=1",
             "--set", "ppo.rollout_length=4", "--set", "ppo.num_minibatches=2", "--set", "ppo.pool_size=2"],
     "search": ["--batch-sizes", "4", "--simulations", "2", "--repeats", "1", "--evaluator", "uniform"],
+    "endgames": ["--positions", "64", "--source", "suite", "--modes", "results", "--lanes", "0", "--repeats", "1"],
 }
 
 

@@ -13,8 +13,11 @@ sys.path.insert(0, str(tiny_training.REPO_ROOT / "experiments"))
 
 
 def test_training_logs_win_rates_every_eval_every_iterations(tmp_path):
+    """... and, with ``eval_endgames``, the yardstick of solved endgames (computed in the
+    same compiled function as the matches)."""
     config = tiny_training.tiny_config(tmp_path, "num_iterations=5", "eval_every=2", "eval_games=4",
-                                       "eval_opponents=[random, greedy]")
+                                       "eval_opponents=[random, greedy]", "eval_endgames=true",
+                                       "eval_endgame_positions=64")
     seen_by_hook = {}
     # User hooks run after the evaluation hook, so they see this iteration's win rates.
     record = lambda loop, iteration, metrics: seen_by_hook.update({iteration: dict(metrics)})
@@ -32,6 +35,11 @@ def test_training_logs_win_rates_every_eval_every_iterations(tmp_path):
             assert 0.0 <= win_rate <= score <= 1.0
             assert f"eval_{opponent}_margin" in rows[i]
         assert seen_by_hook[i]["eval_random_win_rate"] == rows[i]["eval_random_win_rate"]
+        endgames = {k[len("eval_endgames_"):]: v for k, v in rows[i].items() if k.startswith("eval_endgames_")}
+        assert set(endgames) == {"keeps_result", "throws_win", "throws_draw", "best_margin", "margin_lost"}
+        assert 0.0 <= endgames["best_margin"] <= endgames["keeps_result"] < 1.0  # an untrained network errs
+        assert endgames["throws_win"] + endgames["throws_draw"] == pytest.approx(1.0 - endgames["keeps_result"])
+        assert endgames["margin_lost"] > 0.0
 
 
 def test_unknown_eval_opponent_fails_before_compiling(tmp_path, capsys):
@@ -50,3 +58,17 @@ def test_unknown_eval_opponent_fails_before_compiling(tmp_path, capsys):
         assert train_cli.main(argv + extra) == 2
         err = capsys.readouterr().err
         assert "eval_opponents" in err and "grandmaster" in err and "Traceback" not in err
+
+
+def test_endgame_options_need_a_game_that_has_them(tmp_path):
+    """The yardstick and the exact targets are reached through the Game; a game without
+    them (tic-tac-toe) is a one-line config error naming the key."""
+    from beastybar_jax.config import load_config
+
+    tictactoe = tiny_training.REPO_ROOT / "configs" / "tictactoe.yaml"
+    for key in ("eval_endgames", "alphazero.exact_value_targets"):
+        with pytest.raises(ConfigError, match=f"'{key}'.*tictactoe has none"):
+            load_config(tictactoe, [f"{key}=true"])
+        load_config(tiny_training.TINY, [f"{key}=true"])  # Beasty Bar has both
+    with pytest.raises(ConfigError, match="eval_endgame_positions"):
+        load_config(tiny_training.TINY, ["eval_endgame_positions=-1"])

@@ -12,6 +12,9 @@ Specs::
     checkpoint:<path>@sims=<N>[@worlds=<K>][@algo=gumbel|puct]
                                            trained network + search (the run's
                                            search config, with these overrides)
+    solver+<agent>                         Beasty Bar only: exact endgame play where the
+                                           position is solvable, <agent> (any spec above)
+                                           elsewhere (beastybar_jax.endgame)
 
 ``<path>`` is a run directory, its ``checkpoints/`` directory or one
 ``checkpoints/<iteration>`` directory; the checkpoint must have been trained on the
@@ -46,7 +49,9 @@ def _minimax_agent() -> Agent:
 
     return minimax_agent()
 _GENERIC = ("mcts-<N>", "checkpoint:<path>", "checkpoint:<path>@sims=<N>")
-AGENT_NAMES = (*_SIMPLE, *_GENERIC)
+# name -> the game it plays: agents built around another agent's spec.
+_WRAPPERS = {"solver+<agent>": "beastybar"}
+AGENT_NAMES = (*_SIMPLE, *_GENERIC, *_WRAPPERS)
 
 
 _DEFAULT_OPPONENT = {"beastybar": "heuristic", "tictactoe": "minimax"}
@@ -60,7 +65,8 @@ def default_opponent(game: Game | str = "beastybar") -> str:
 def agent_names(game: Game | str = "beastybar") -> tuple[str, ...]:
     """The registry names that play ``game``."""
     name = game if isinstance(game, str) else game.name
-    return tuple(n for n, (plays, _) in _SIMPLE.items() if plays in (None, name)) + _GENERIC
+    return (tuple(n for n, (plays, _) in _SIMPLE.items() if plays in (None, name)) + _GENERIC
+            + tuple(n for n, plays in _WRAPPERS.items() if plays == name))
 _OPTION = re.compile(r"^(?P<key>[a-z_]+)=(?P<value>[A-Za-z0-9_.\-]+)$")
 _MCTS = re.compile(r"^mcts-(?P<sims>\d+)$")
 _ALGORITHMS = ("gumbel", "puct")
@@ -111,6 +117,19 @@ def _check_options(spec: str, options: dict, allowed: tuple[str, ...]) -> None:
                              f"allowed here: {allowed_text}")
 
 
+def _solver_agent(spec: str, game: Game) -> Agent:
+    head, plus, fallback = spec.partition("+")
+    if head != "solver" or not plus or not fallback.strip():
+        raise AgentSpecError(f"agent spec {spec!r}: write solver+<agent> (the agent to play where the "
+                             "endgame cannot be solved), e.g. solver+heuristic")
+    if game.name != _WRAPPERS["solver+<agent>"]:
+        raise AgentSpecError(f"agent spec {spec!r}: the endgame solver plays Beasty Bar only, not {game.name}; "
+                             f"agents for {game.name}: {', '.join(agent_names(game))}")
+    from beastybar_jax.agents.solver import solver_agent  # loads the solver only when asked for
+
+    return solver_agent(make_agent(fallback.strip(), game=game), name=spec)
+
+
 def make_agent(spec: str, *, game: Game | None = None) -> Agent:
     """The agent a registry spec names (see the module docstring), for ``game``
     (default: Beasty Bar).
@@ -123,6 +142,8 @@ def make_agent(spec: str, *, game: Game | None = None) -> Agent:
         raise AgentSpecError(f"empty agent spec {spec!r}; {_help()}")
     game = get_game("beastybar") if game is None else game
     spec = spec.strip()
+    if spec.startswith("solver"):  # solver+<agent>: the options belong to the fallback agent
+        return _solver_agent(spec, game)
     base, options = split_options(spec)
 
     if base in _SIMPLE:

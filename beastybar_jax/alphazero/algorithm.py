@@ -77,7 +77,8 @@ def init(config, game, network, optimizer, key: jax.Array) -> AlphaZeroState:
     return AlphaZeroState(
         params=params,
         opt_state=optimizer.init(params),
-        selfplay=selfplay.init(game, games_key, config.num_games),
+        selfplay=selfplay.init(game, games_key, config.num_games,
+                               exact_value_targets=config.alphazero.exact_value_targets),
         replay=replay_lib.init(config.alphazero.buffer_size, game.observation_size, game.num_actions),
         rng=jax.random.key_data(key),
         iteration=jnp.zeros((), jnp.int32),
@@ -142,6 +143,7 @@ def make_iteration(config, game, network, optimizer, mesh=None):
             game, evaluate, az.search, state.selfplay, state.replay, selfplay_key, az.moves_per_iteration,
             temperature=az.temperature, temperature_drop_move=az.temperature_drop_move,
             final_temperature=az.final_temperature, constrain=constrain,
+            exact_value_budget=az.exact_value_budget,
         )
         ready = (replay.size >= az.min_buffer_size) & (az.updates_per_iteration > 0)
         params, opt_state, learn_metrics = jax.lax.cond(ready, learn, skip, state.params, state.opt_state, replay,
@@ -165,6 +167,8 @@ def make_iteration(config, game, network, optimizer, mesh=None):
             buffer_size=replay.size,
             buffer_fill=replay.size / replay.capacity,
         )
+        if az.exact_value_targets:
+            metrics["exact_targets"] = stats.exact_targets
         new_state = AlphaZeroState(params=params, opt_state=opt_state, selfplay=games, replay=replay, rng=state.rng,
                                    iteration=state.iteration + 1, num_updates=num_updates)
         return new_state, {k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()}

@@ -29,6 +29,15 @@ class AlphaZeroConfig:
     positions drawn uniformly from the buffer; the loss is policy cross-entropy to
     the search target + ``value_loss_weight`` x value MSE (+ ``aux_loss_weight`` x
     score-margin MSE when the network's aux head is on).
+
+    Exact targets: with ``exact_value_targets`` the value target of every position
+    the game's solver can solve (``Game.exact_values``; Beasty Bar: the endgame
+    with nothing hidden, :mod:`beastybar_jax.endgame`) is its game-theoretic
+    result for the player to move (+1 / 0 / -1) instead of the game's outcome. The
+    positions of each iteration are solved together, inside the compiled
+    iteration, within ``exact_value_budget`` solver loop iterations (0: no limit;
+    smallest positions first, so a budget leaves the largest ones with the
+    outcome as target). The policy and score-margin targets are unchanged.
     """
 
     # self-play
@@ -44,6 +53,8 @@ class AlphaZeroConfig:
     updates_per_iteration: int = 32
     value_loss_weight: float = 1.0
     aux_loss_weight: float = 0.25  # used when network.aux_score_head is on
+    exact_value_targets: bool = False  # value target = the solver's result where it has one
+    exact_value_budget: int = 500  # solver loop iterations per training iteration (0: no limit)
     search: SearchConfig = dataclasses.field(default_factory=SearchConfig)
 
     def validate(self, *, num_games: int, max_game_length: int, prefix: str = "alphazero.") -> None:
@@ -63,6 +74,7 @@ class AlphaZeroConfig:
               f"game ({max_game_length} turns) = {num_games * max_game_length}: raise buffer_size or lower num_games")
         check_at_least(self.batch_size, 1, k("batch_size"))
         check_at_least(self.updates_per_iteration, 0, k("updates_per_iteration"))
+        check_at_least(self.exact_value_budget, 0, k("exact_value_budget"), " (0 = no limit)")
         for name in ("value_loss_weight", "aux_loss_weight"):
             check_finite_nonnegative(getattr(self, name), k(name))
         s = self.search

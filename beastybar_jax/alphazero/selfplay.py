@@ -9,7 +9,14 @@ inserted into the replay buffer with a validity mask, and the slot starts a new
 game at once. Games still running when an iteration ends carry over to the next
 one, so their positions are never inserted half-labelled.
 
-Everything here takes the game as a parameter (:class:`beastybar_jax.game.Game`);
+Exact value targets (``alphazero.exact_value_targets``): every position played in an
+iteration is handed, after the scan, to the game's solver (``Game.exact_values``) in
+one batch; a solved position's value target becomes its exact result. Positions whose
+game already ended (and was inserted) during the iteration are corrected in the
+replay buffer, at the slots they went to; positions of games still running keep
+their exact values beside the trajectory until their game is labelled.
+
+Everything here takes the game as a parameter (:class:`beastybar_jax.games.Game`);
 nothing is specific to Beasty Bar.
 """
 
@@ -44,6 +51,23 @@ class SelfPlayState:
 
 
 @chex.dataclass(frozen=True)
+class ExactSelfPlayState(SelfPlayState):
+    """:class:`SelfPlayState` with exact value targets on: also the solver's values of
+    positions recorded in games still running. (A subclass, not optional fields, so
+    that the state of runs without exact targets, and their checkpoints, keep their
+    structure.)
+
+    Attributes:
+      exact_value: ``float32[B, T]`` the solver's value of the recorded position, where
+        ``exact_known``.
+      exact_known: ``bool[B, T]``.
+    """
+
+    exact_value: chex.Array
+    exact_known: chex.Array
+
+
+@chex.dataclass(frozen=True)
 class SelfPlayStats:
     """Totals over the moves of one :func:`play_moves` call (scalars).
 
@@ -56,6 +80,8 @@ class SelfPlayStats:
       first_player_outcome: summed outcome of finished games for the player who moved first.
       policy_target_entropy: summed entropy of the search policy targets (divide by ``moves``).
       root_value: summed search root values (divide by ``moves``).
+      exact_targets: positions played whose value target is the solver's exact result
+        (0 unless exact value targets are on).
     """
 
     moves: chex.Array
@@ -66,16 +92,43 @@ class SelfPlayStats:
     first_player_outcome: chex.Array
     policy_target_entropy: chex.Array
     root_value: chex.Array
+    exact_targets: chex.Array
 
 
-def init(game: Game, key: jax.Array, num_games: int) -> SelfPlayState:
-    """``num_games`` fresh games with empty records."""
+@chex.dataclass(frozen=True)
+class PlayedPositions:
+    """What :func:`play_moves` needs to know, after its scan, about the position each
+    game slot played at each move (exact value targets only). Leading axes ``[M, B]``
+    after the scan.
+
+    Attributes:
+      games: the game states before the move.
+      index: ``int32`` the position's index in its game's trajectory.
+      done: ``bool`` the game ended with this move (and was inserted).
+      first_slot: ``int32`` where a game that ended went in the replay ring: the slot of
+        its first position (the others follow, modulo the capacity).
+      first_count: ``int32`` the buffer's ``total_inserted`` counter for that position.
+    """
+
+    games: Any
+    index: chex.Array
+    done: chex.Array
+    first_slot: chex.Array
+    first_count: chex.Array
+
+
+def init(game: Game, key: jax.Array, num_games: int, exact_value_targets: bool = False) -> SelfPlayState:
+    """``num_games`` fresh games with empty records (and room for exact values)."""
     games = jax.vmap(game.init)(jax.random.split(key, num_games))
-    return SelfPlayState(
+    shape = (num_games, game.max_game_length)
+    state = SelfPlayState(
         games=games,
-        trajectory=replay_lib.empty_records((num_games, game.max_game_length), game.observation_size, game.num_actions),
+        trajectory=replay_lib.empty_records(shape, game.observation_size, game.num_actions),
         length=jnp.zeros((num_games,), jnp.int32),
     )
+    if not exact_value_targets:
+        return state
+    return ExactSelfPlayState(**state, exact_value=jnp.zeros(shape, jnp.float32), exact_known=jnp.zeros(shape, bool))
 
 
 def temperature_schedule(move_number: jax.Array, temperature: float, drop_move: int,
@@ -115,6 +168,16 @@ def play_move(game: Game, evaluate: search_lib.Evaluator, search_config: search_
               constrain: Callable[[Any], Any] = lambda x: x):
     """One move in every game: search, act, record; finished games go to the buffer
     and restart. Returns ``(state, replay, stats)``."""
+    return _play_move(game, evaluate, search_config, state, replay, key, temperature=temperature,
+                      temperature_drop_move=temperature_drop_move, final_temperature=final_temperature,
+                      constrain=constrain)[:3]
+
+
+def _play_move(game, evaluate, search_config, state: SelfPlayState, replay: ReplayBuffer, key, *,
+               temperature, temperature_drop_move, final_temperature, constrain):
+    """``play_move``, also returning the :class:`PlayedPositions` of this move (None
+    unless exact value targets are on)."""
+    exact = isinstance(state, ExactSelfPlayState)
     games = state.games
     num_games, max_length = state.trajectory.player.shape
     search_key, action_key, reset_key = jax.random.split(key, 3)
@@ -149,8 +212,19 @@ def play_move(game: Game, evaluate: search_lib.Evaluator, search_config: search_
     done = next_games.terminated  # [B]
 
     labelled = label_trajectory(game, trajectory, next_games)
+    if exact:
+        labelled = labelled.replace(value=jnp.where(state.exact_known, state.exact_value, labelled.value))
     valid = done[:, None] & (jnp.arange(max_length)[None, :] < length[:, None])  # [B, T]
     flat = jax.tree.map(lambda x: x.reshape((num_games * max_length,) + x.shape[2:]), labelled)
+    played = None
+    if exact:
+        # Valid records are packed row by row: a finished game's records follow those
+        # of the finished games in the rows before it.
+        row_count = jnp.sum(valid, axis=1, dtype=jnp.int32)
+        before = jnp.cumsum(row_count) - row_count
+        played = PlayedPositions(games=games, index=state.length, done=done,
+                                 first_slot=(replay.write_index + before) % replay.capacity,
+                                 first_count=replay.total_inserted + before)
     replay = replay_lib.insert(replay, flat, valid.reshape(-1))
 
     fresh = jax.vmap(game.init)(jax.random.split(reset_key, num_games))
@@ -158,7 +232,9 @@ def play_move(game: Game, evaluate: search_lib.Evaluator, search_config: search_
         lambda f, n: jnp.where(done.reshape((-1,) + (1,) * (n.ndim - 1)), f, n), fresh, next_games
     )
     finished_length = jnp.where(done, length, 0)
-    new_state = SelfPlayState(games=new_games, trajectory=trajectory, length=jnp.where(done, 0, length))
+    new_state = state.replace(games=new_games, trajectory=trajectory, length=jnp.where(done, 0, length))
+    if exact:
+        new_state = new_state.replace(exact_known=jnp.where(done[:, None], False, state.exact_known))
 
     first_player = trajectory.player[:, 0].astype(jnp.int32)
     outcome_first = jnp.take_along_axis(next_games.rewards, first_player[:, None], axis=1)[:, 0]
@@ -173,25 +249,72 @@ def play_move(game: Game, evaluate: search_lib.Evaluator, search_config: search_
         first_player_outcome=jnp.sum(jnp.where(done, outcome_first, 0.0)),
         policy_target_entropy=jnp.sum(entropy),
         root_value=jnp.sum(output.root_value.astype(jnp.float32)),
+        exact_targets=jnp.zeros((), jnp.int32),
     )
-    return constrain(new_state), replay, stats
+    return constrain(new_state), replay, stats, played
+
+
+def apply_exact_values(game: Game, state: ExactSelfPlayState, replay: ReplayBuffer, played: PlayedPositions,
+                       budget: int = 0):
+    """Solve the positions played in the last ``M`` moves (``played``: ``[M, B]``) in one
+    batch with ``game.exact_values`` and make each solved one's value target its exact
+    result: in the replay buffer for games that ended (unless the ring has overwritten
+    the record since), beside the trajectory for games still running. Returns
+    ``(state, replay, number of positions solved)``."""
+    num_moves, num_games = played.index.shape
+    capacity = replay.capacity
+    flat = jax.tree.map(lambda x: x.reshape((num_moves * num_games,) + x.shape[2:]), played.games)
+    solved, value = game.exact_values(flat, budget)
+    solved = solved.reshape(num_moves, num_games)
+    value = value.reshape(num_moves, num_games).astype(jnp.float32)
+
+    # The move at which each position's game ended (num_moves: still running).
+    end = jnp.where(played.done, jnp.arange(num_moves)[:, None], num_moves)
+    end = jax.lax.cummin(end, axis=0, reverse=True)
+    ended = end < num_moves
+    rows = jnp.broadcast_to(jnp.arange(num_games)[None, :], end.shape)
+    at_end = lambda x: x[jnp.minimum(end, num_moves - 1), rows]  # noqa: E731
+    slot = (at_end(played.first_slot) + played.index) % capacity
+    # Still in the ring: fewer than ``capacity`` records were inserted after it
+    # (int32 counters wrap; their difference does not).
+    inserted_since = replay.total_inserted - (at_end(played.first_count) + played.index)
+    write = solved & ended & (inserted_since <= capacity)
+    records = replay.records
+    new_value = records.value.at[jnp.where(write, slot, capacity).reshape(-1)].set(value.reshape(-1), mode="drop")
+    replay = replay.replace(records=records.replace(value=new_value))
+
+    keep = solved & ~ended
+    max_length = state.exact_value.shape[1]
+    column = jnp.where(keep, played.index, max_length).reshape(-1)  # out of range: dropped
+    state = state.replace(
+        exact_value=state.exact_value.at[rows.reshape(-1), column].set(value.reshape(-1), mode="drop"),
+        exact_known=state.exact_known.at[rows.reshape(-1), column].set(True, mode="drop"),
+    )
+    return state, replay, jnp.sum(solved, dtype=jnp.int32)
 
 
 def play_moves(game: Game, evaluate: search_lib.Evaluator, search_config: search_lib.SearchConfig,
                state: SelfPlayState, replay: ReplayBuffer, key: jax.Array, num_moves: int, *,
                temperature: float = 1.0, temperature_drop_move: int = 0, final_temperature: float = 0.0,
-               constrain: Callable[[Any], Any] = lambda x: x):
+               constrain: Callable[[Any], Any] = lambda x: x, exact_value_budget: int = 0):
     """``num_moves`` moves in every game (a ``lax.scan``). Returns ``(state, replay, stats)``
-    with ``stats`` summed over the moves."""
+    with ``stats`` summed over the moves. With a ``state`` made for exact value targets
+    (``init(..., exact_value_targets=True)``) the positions played are then solved
+    (:func:`apply_exact_values`, within ``exact_value_budget`` solver iterations)."""
 
     def body(carry, move_key):
         state, replay = carry
-        state, replay, stats = play_move(
+        state, replay, stats, played = _play_move(
             game, evaluate, search_config, state, replay, move_key,
             temperature=temperature, temperature_drop_move=temperature_drop_move,
             final_temperature=final_temperature, constrain=constrain,
         )
-        return (state, replay), stats
+        return (state, replay), (stats, played)
 
-    (state, replay), stats = jax.lax.scan(body, (state, replay), jax.random.split(key, num_moves))
-    return state, replay, jax.tree.map(lambda x: jnp.sum(x, axis=0), stats)
+    (state, replay), (stats, played) = jax.lax.scan(body, (state, replay), jax.random.split(key, num_moves))
+    stats = jax.tree.map(lambda x: jnp.sum(x, axis=0), stats)
+    if played is not None:
+        state, replay, exact_targets = apply_exact_values(game, state, replay, played, exact_value_budget)
+        state = constrain(state)
+        stats = stats.replace(exact_targets=exact_targets)
+    return state, replay, stats

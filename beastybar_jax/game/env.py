@@ -1,5 +1,7 @@
 """Beasty Bar as a :class:`~beastybar_jax.games.Game`: the bundle search and training take."""
 
+import importlib
+
 import jax
 import jax.numpy as jnp
 
@@ -12,6 +14,22 @@ def _score_margin(s: state.State, player) -> jax.Array:
     player = as_player(player, cards.NUM_PLAYERS)
     scores = s.scores
     return (scores[player] - scores[1 - player]).astype(jnp.float32)
+
+
+def _endgame(module: str):
+    # The endgame solver builds on this package (it steps the engine), so the game
+    # reaches it by name, on first use, like the registry of games reaches a game.
+    return importlib.import_module(f"beastybar_jax.endgame.{module}")
+
+
+def _endgame_suite(num_positions: int = 0):
+    """The yardstick: ``num_positions`` solved endgames spread over the fixed suite (0: all)."""
+    return _endgame("suite").yardstick(num_positions)
+
+
+def _exact_values(states: state.State, budget: int = 0):
+    """``(solved bool[N], value float32[N])``: exact results of the solvable positions."""
+    return _endgame("solver").exact_values(states, budget)
 
 
 _QUEUE_START, _QUEUE_END = observe.OBSERVATION_LAYOUT["queue"]
@@ -37,4 +55,6 @@ BEASTYBAR = Game(
     describe_move=render.describe_move,
     points=lambda s: s.scores,
     score_margin_scale=10.0,  # bar points: margins of a few points to ~20
+    endgame_suite=_endgame_suite,
+    exact_values=_exact_values,
 )

@@ -46,7 +46,8 @@ CHECKSUMS_FILE = "checksums.json"
 RESUMABLE_CHANGES = frozenset({
     "num_iterations", "checkpoint_every", "keep_checkpoints", "tensorboard", "distributed", "distributed_timeout",
     "compilation_cache",
-    "eval_every", "eval_opponents", "eval_games", "eval_simulations", "run_dir",
+    "eval_every", "eval_opponents", "eval_games", "eval_simulations", "eval_endgames", "eval_endgame_positions",
+    "run_dir",
 })
 """Keys that may change when a run is resumed: they do not change what an iteration
 computes (checkpoints, logging, evaluation, scale-out), or only extend the run.

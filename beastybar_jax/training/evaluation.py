@@ -7,6 +7,15 @@ against each of ``eval_opponents`` (registry names, e.g. ``random``,
 once per run; the deals are the same at every evaluation so the curve is not
 deal luck. The network plays its raw policy (argmax over legal moves), or
 searches with ``eval_simulations`` simulations when that is > 0.
+
+With ``eval_endgames`` the same evaluations also score the network's moves on
+``eval_endgame_positions`` positions of the game's yardstick of solved endgames
+(``Game.endgame_suite``; Beasty Bar's: :mod:`beastybar_jax.endgame.suite`), logged
+as ``eval_endgames_<metric>``: ``keeps_result`` (the share of moves that keep the
+game-theoretic result), ``throws_win`` / ``throws_draw`` (the shares that turn a
+won position into a draw or loss / a drawn one into a loss), ``best_margin`` (the
+share reaching the best point margin) and ``margin_lost`` (the mean margin given
+away against best play). The moves are computed in the match's compiled function.
 """
 
 from __future__ import annotations
@@ -35,8 +44,22 @@ def make_opponents(config: TrainConfig) -> list:
         raise ConfigError(f"config key 'eval_opponents': {e}") from None
 
 
-def make_evaluator(config: TrainConfig, network, opponents: list | None = None, compile=None):
-    """``evaluate(params) -> {metric name: float}`` for ``config``'s opponents.
+def load_yardstick(config: TrainConfig):
+    """The game's yardstick of solved endgames for ``eval_endgames`` (None when off);
+    a game without one is a :class:`ConfigError`."""
+    if not config.eval_endgames:
+        return None
+    game = get_game(config.game)
+    if game.endgame_suite is None:
+        raise ConfigError(f"config key 'eval_endgames' needs a game with a yardstick of solved endgames; "
+                          f"{game.name} has none: set eval_endgames: false")
+    return game.endgame_suite(config.eval_endgame_positions)
+
+
+def make_evaluator(config: TrainConfig, network, opponents: list | None = None, compile=None, yardstick=None):
+    """``evaluate(params) -> {metric name: float}`` for ``config``'s opponents (and
+    its yardstick of solved endgames with ``eval_endgames``; ``yardstick`` overrides
+    the one ``load_yardstick`` gives).
 
     With ``compile(lowered) -> compiled`` (e.g. ``TrainLoop.compile``, which shows the
     compile and lets Ctrl-C in) the match is compiled ahead of time for the first
@@ -49,6 +72,11 @@ def make_evaluator(config: TrainConfig, network, opponents: list | None = None, 
         search = dataclasses.replace(config.alphazero.search, num_simulations=config.eval_simulations)
     base_key = jax.random.fold_in(jax.random.key(config.seed), 0x5EED)
     deal_keys = jax.random.split(base_key, num_deals)
+    yardstick = load_yardstick(config) if yardstick is None else yardstick
+    if yardstick is not None:
+        endgame_states = jax.tree.map(jnp.asarray, yardstick.states)
+        num_endgames = jax.tree.leaves(endgame_states)[0].shape[0]
+        endgame_keys = jax.random.split(jax.random.fold_in(base_key, len(opponents)), num_endgames)
 
     @jax.jit
     def play(params):
@@ -61,7 +89,8 @@ def make_evaluator(config: TrainConfig, network, opponents: list | None = None, 
                 score=jnp.mean((o.reward + 1) / 2),
                 margin=jnp.mean(o.margin),
             ))
-        return results
+        endgame_moves = None if yardstick is None else jax.vmap(agent.act)(endgame_states, endgame_keys)
+        return results, endgame_moves
 
     compiled = None
 
@@ -71,9 +100,12 @@ def make_evaluator(config: TrainConfig, network, opponents: list | None = None, 
             lowered = play.lower(params)
             compiled = lowered.compile() if compile is None else compile(lowered)
             distributed.barrier("evaluation compiled", config.distributed_timeout)
-        results = jax.device_get(compiled(params))
-        return {f"eval_{opponent.name}_{k}": float(v)
-                for opponent, r in zip(opponents, results) for k, v in r.items()}
+        results, endgame_moves = jax.device_get(compiled(params))
+        metrics = {f"eval_{opponent.name}_{k}": float(v)
+                   for opponent, r in zip(opponents, results) for k, v in r.items()}
+        if yardstick is not None:
+            metrics.update({f"eval_endgames_{k}": float(v) for k, v in yardstick.score(endgame_moves).items()})
+        return metrics
 
     return evaluate
 
@@ -81,8 +113,10 @@ def make_evaluator(config: TrainConfig, network, opponents: list | None = None, 
 def evaluation_hook(config: TrainConfig):
     """A ``TrainLoop`` hook running ``make_evaluator`` every ``eval_every`` iterations
     and after the last one; returns the scalars to log (``eval_<opponent>_win_rate``,
-    ``_score``, ``_margin``). The opponents are built (and checked) at once."""
+    ``_score``, ``_margin``; ``eval_endgames_<metric>`` with ``eval_endgames``). The
+    opponents and the yardstick are built (and checked) at once."""
     opponents = make_opponents(config)
+    yardstick = load_yardstick(config)
     evaluate = None
 
     def hook(loop, iteration, metrics):
@@ -92,7 +126,8 @@ def evaluation_hook(config: TrainConfig):
             return None
         if evaluate is None:
             evaluate = make_evaluator(config, loop.trainer.network, opponents,
-                                      compile=lambda lowered: loop.compile(lowered, "the evaluation"))
+                                      compile=lambda lowered: loop.compile(lowered, "the evaluation"),
+                                      yardstick=yardstick)
         return evaluate(loop.state.params)
 
     return hook

@@ -77,6 +77,8 @@ def format_line(iteration: int, total: int, m: Mapping[str, float]) -> str:
     wins = [f"{k[5:-9]} {m[k]:.0%}" for k in m if k.startswith("eval_") and k.endswith("_win_rate")]
     if wins:
         parts.append("win rate vs " + ", ".join(wins))
+    if "eval_endgames_keeps_result" in m:
+        parts.append(f"endgames {m['eval_endgames_keeps_result']:.1%} kept")
     if "simulations_per_second" in m:
         parts.append(f"{format_rate(m['simulations_per_second'])} sims/s")
     elif "moves_per_second" in m:
