@@ -653,7 +653,172 @@ def add_ppo_parser(subparsers) -> None:
     p.set_defaults(func=run_ppo)
 
 
-SUBCOMMANDS = [add_env_parser, add_selfplay_parser, add_ppo_parser, add_endgames_parser]
+# --------------------------------------------------------------------------- search
+
+SEARCH_DEFAULT_SIMULATIONS = (8, 16, 32, 64, 128, 256)
+MCTX_MODES = ("patched", "stock", "both")
+
+
+def search_positions(game: Game, batch_size: int, key: jax.Array):
+    """``batch_size`` positions to search: each game plays a uniformly random number
+    of random legal moves, from 0 to 3/4 of the longest game, from a fresh deal."""
+    init_key, length_key, play_key = jax.random.split(key, 3)
+    num_moves = (3 * game.max_game_length) // 4
+
+    @jax.jit
+    def play(init_key, length_key, play_key):
+        states = jax.vmap(game.init)(jax.random.split(init_key, batch_size))
+        stop = jax.random.randint(length_key, (batch_size,), 0, num_moves + 1)
+
+        def one_move(states, inputs):
+            move, key = inputs
+            actions = sample_uniform_legal(key, jax.vmap(game.legal_action_mask)(states))
+            after = jax.vmap(game.step)(states, actions)
+            keep = move < stop
+            return jax.tree.map(lambda new, old: jnp.where(keep.reshape((-1,) + (1,) * (old.ndim - 1)), new, old),
+                                after, states), None
+
+        states, _ = jax.lax.scan(one_move, states, (jnp.arange(num_moves), jax.random.split(play_key, num_moves)))
+        return states
+
+    return jax.block_until_ready(play(init_key, length_key, play_key))
+
+
+def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: str, mctx: str,
+                 repeats: int, seed: int = 0, unroll: int = 1) -> dict:
+    """Compile and time ``run_search`` alone (worlds, mctx search, combine at the root)
+    for ``batch_size`` positions with ``base_config``'s search and, unless
+    ``evaluator == "uniform"``, its network with fresh parameters. ``mctx``:
+    ``"patched"`` (``mctx_patch``'s search loop, ``unroll`` steps per loop iteration)
+    or ``"stock"`` (mctx's own)."""
+    from beastybar_jax.games import get_game
+    from beastybar_jax.network import init_params, make_network
+    from beastybar_jax.search import mctx_patch, network_evaluator, run_search, uniform_evaluator
+
+    game = get_game(base_config.game)
+    search_config = dataclasses.replace(base_config.alphazero.search, num_simulations=num_simulations)
+    key = jax.random.key(seed)
+    states = search_positions(game, batch_size, key)
+    if evaluator == "uniform":
+        params, network_name = (), "uniform"
+        make_evaluate = lambda params: uniform_evaluator(game)
+    else:
+        network = make_network(base_config.network, game.num_actions, game.observation_tokens)
+        params = jax.jit(init_params, static_argnums=(0, 2))(network, key, game.observation_size)
+        net = base_config.network
+        network_name = f"{net.torso} {net.width}x{net.depth} {net.dtype}"
+        make_evaluate = lambda params: network_evaluator(game, network, params)
+
+    def search(params, states, key):
+        return run_search(game, make_evaluate(params), states, key, search_config, add_noise=True)
+
+    start = time.perf_counter()
+    with mctx_patch.stock_mctx() if mctx == "stock" else mctx_patch.installed(unroll):
+        compiled = jax.jit(search).lower(params, states, key).compile()
+    compile_s = time.perf_counter() - start
+
+    jax.block_until_ready(compiled(params, states, key))  # warm-up run
+    best, best_cpu = float("inf"), float("inf")
+    for r in range(repeats):
+        run_key = jax.random.fold_in(key, r + 1)
+        start, start_cpu = time.perf_counter(), time.process_time()
+        jax.block_until_ready(compiled(params, states, run_key))
+        best, best_cpu = min(best, time.perf_counter() - start), min(best_cpu, time.process_time() - start_cpu)
+    simulations = batch_size * search_config.num_determinizations * num_simulations
+    return dict(
+        batch_size=batch_size, num_simulations=num_simulations, mctx=mctx, unroll=unroll if mctx == "patched" else 0,
+        search=search_config.algorithm, num_determinizations=search_config.num_determinizations,
+        network=network_name, search_seconds=best, cpu_seconds=best_cpu,
+        simulations_per_second=simulations / best, seconds_per_simulation=best / simulations,
+        compile_seconds=compile_s, load_average=os.getloadavg()[0],
+    )
+
+
+def add_relative_cost(rows: list[dict]) -> None:
+    """``relative_cost``: seconds per simulation over that of the fewest simulations
+    measured with the same batch size, mctx and unroll (normally 8); ``relative_cpu_cost``
+    the same in process CPU time (on a CPU backend, less disturbed by other jobs)."""
+    variant = lambda r: (r["batch_size"], r["mctx"], r["unroll"])
+    for row in rows:
+        same = [r for r in rows if variant(r) == variant(row)]
+        fewest = min(same, key=lambda r: r["num_simulations"])
+        row["relative_to_simulations"] = fewest["num_simulations"]
+        row["relative_cost"] = row["seconds_per_simulation"] / fewest["seconds_per_simulation"]
+        row["relative_cpu_cost"] = (row["cpu_seconds"] / row["num_simulations"]) / (
+            fewest["cpu_seconds"] / fewest["num_simulations"])
+
+
+def print_search_table(machine: dict, rows: list[dict]) -> None:
+    print(f"backend: {machine['backend']} ({machine['device']}, {machine['num_devices']} device(s)); "
+          f"cpu: {machine['cpu']} x{machine['cpu_count']}; jax {machine['jax']}")
+    header = (f"{'games':>7} | {'sims':>5} | {'mctx':>10} | {'sims/s':>9} | {'us/sim':>8} | {'cost vs fewest':>14} | "
+              f"{'cpu cost':>8} | {'search s':>9} | {'compile s':>9} | {'load':>5}")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        mctx = r["mctx"] if r["unroll"] <= 1 else f"unroll {r['unroll']}"
+        print(f"{r['batch_size']:>7} | {r['num_simulations']:>5} | {mctx:>10} | "
+              f"{_fmt_rate(r['simulations_per_second']):>9} | {r['seconds_per_simulation'] * 1e6:>8.3f} | "
+              f"{r['relative_cost']:>9.2f} (x{r['relative_to_simulations']}) | {r['relative_cpu_cost']:>8.2f} | "
+              f"{r['search_seconds']:>9.4f} | "
+              f"{r['compile_seconds']:>9.1f} | {r['load_average']:>5.1f}")
+
+
+def run_search_benchmark(args: argparse.Namespace) -> int:
+    from beastybar_jax.config import load_config
+
+    base = load_config(args.config, args.overrides)
+    machine = machine_info()
+    variants = [("patched", unroll) for unroll in args.unroll] if args.mctx in ("patched", "both") else []
+    variants += [("stock", 0)] if args.mctx in ("stock", "both") else []
+    rows = []
+    for batch in args.batch_sizes:
+        for mode, unroll in variants:
+            label = mode if unroll <= 1 else f"unroll {unroll}"
+            for sims in args.simulations:
+                row = unless_out_of_memory(f"batch {batch} sims {sims} {label}", lambda: bench_search(
+                    base, batch, sims, args.evaluator, mode, args.repeats, seed=args.seed, unroll=max(unroll, 1)))
+                if row is None:
+                    continue
+                rows.append(row)
+                print(f"  games {batch:>6} sims {sims:>4} {label:<8}: {_fmt_rate(row['simulations_per_second']):>9} "
+                      f"sims/s, {row['search_seconds']:.4f} s per search, compile {row['compile_seconds']:.1f} s, "
+                      f"load {row['load_average']:.1f}", flush=True)
+    add_relative_cost(rows)
+    print_search_table(machine, rows)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(dict(benchmark="search", machine=machine, config=vars_for_json(args), base_config=base.to_dict(),
+                       results=rows), f, indent=2)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def add_search_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "search", help="run_search alone (no learner): simulations/s and the cost of a simulation as N grows")
+    p.add_argument("--config", default=SELFPLAY_DEFAULT_CONFIG,
+                   help=f"config giving the search and the network (default {SELFPLAY_DEFAULT_CONFIG})")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set network.dtype=float32 --set alphazero.search.algorithm=puct")
+    p.add_argument("--batch-sizes", type=_parse_sizes, default=[1024],
+                   help="positions searched side by side, e.g. 256,4096 or 2^12 (default 1024)")
+    p.add_argument("--simulations", type=_parse_ints, default=list(SEARCH_DEFAULT_SIMULATIONS),
+                   help="simulations per search (default 8,16,32,64,128,256)")
+    p.add_argument("--evaluator", choices=("network", "uniform"), default="network",
+                   help="the config's network with fresh parameters (default), or zero logits and value")
+    p.add_argument("--mctx", choices=MCTX_MODES, default="patched",
+                   help="mctx's search loop as patched by beastybar_jax (default), stock mctx, or both")
+    p.add_argument("--unroll", type=_parse_ints, default=[1],
+                   help="patched: steps down/up the tree per loop iteration, e.g. 1,2,4 (default 1; fewer GPU "
+                        "round trips, wasted steps for finished games)")
+    p.add_argument("--repeats", type=int, default=3, help="timed searches per configuration; the best is kept")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="bench_results/search.json", help="JSON output path")
+    p.set_defaults(func=run_search_benchmark)
+
+
+SUBCOMMANDS = [add_env_parser, add_selfplay_parser, add_search_parser, add_ppo_parser, add_endgames_parser]
 
 
 class OneLineErrors(argparse.ArgumentParser):
@@ -661,6 +826,7 @@ class OneLineErrors(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -69,12 +69,13 @@ def trained_run(tmp_path_factory):
 
 def with_trained_runs(argv: list[str], trained_run: str) -> list[str]:
     """The documented run directories replaced by runs trained in this session:
-    ``runs/quick`` by the tiny run, ``runs/tictactoe`` by tests/tictactoe_training.py's."""
+    ``runs/quick`` and the GPU runs ``runs/h100*`` by the tiny run, ``runs/tictactoe`` by
+    tests/tictactoe_training.py's."""
     out = []
     for word in argv:
         if "runs/tictactoe" in word:
             word = word.replace("runs/tictactoe", str(tictactoe_training.trained_run()["run_dir"]))
-        out.append(word.replace("runs/quick", trained_run))
+        out.append(re.sub(r"runs/(quick|h100\w*)", trained_run, word))
     return out
 
 
@@ -82,7 +83,7 @@ def test_the_docs_show_the_main_commands():
     shown = " ".join(c for _, c in COMMANDS)
     for needed in ("experiments/train.py", "experiments/evaluate.py", "experiments/play.py",
                    "experiments/benchmark.py env", "experiments/benchmark.py selfplay", "experiments/benchmark.py ppo",
-                   "experiments/exploit.py", "pytest"):
+                   "experiments/benchmark.py search", "experiments/exploit.py", "pytest"):
         assert needed in shown, f"no documented command uses {needed}"
 
 
@@ -147,6 +148,7 @@ def test_play_commands_run(where, command, trained_run):
 BENCHMARKS = [c for c in COMMANDS if "experiments/benchmark.py" in c[1]]
 SELFPLAY_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py selfplay" in c[1]]
 PPO_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py ppo" in c[1]]
+SEARCH_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py search" in c[1]]
 TINY_RUN = {
     "env": ["--batch-sizes", "4", "--steps", "2", "--repeats", "1", "--variant", "step"],
     "selfplay": ["--batch-sizes", "4", "--simulations", "2", "--moves", "2", "--repeats", "1",
@@ -154,23 +156,25 @@ TINY_RUN = {
                  "--set", "alphazero.min_buffer_size=8", "--set", "alphazero.batch_size=8", "--set", "num_games=4"],
     "ppo": ["--batch-sizes", "8", "--repeats", "1", "--set", "network.width=16", "--set", "network.depth=1",
             "--set", "ppo.rollout_length=4", "--set", "ppo.num_minibatches=2", "--set", "ppo.pool_size=2"],
+    "search": ["--batch-sizes", "4", "--simulations", "2", "--repeats", "1", "--evaluator", "uniform"],
     "endgames": ["--positions", "64", "--source", "suite", "--modes", "results", "--lanes", "0", "--repeats", "1"],
 }
 
 
 @pytest.mark.parametrize("where,command", BENCHMARKS)
 def test_benchmark_commands_run(where, command, tmp_path):
-    """Each command parses and its config loads; env commands and the first selfplay
-    command also run (tiny sizes appended). Every selfplay run compiles a whole training
-    iteration, so the others stop after parsing to keep CI short."""
+    """Each command parses and its config loads; env commands and the first selfplay and
+    search commands also run (tiny sizes appended). Every selfplay run compiles a whole
+    training iteration and every search run a search, so the others stop after parsing
+    to keep CI short."""
     import benchmark
     from beastybar_jax.config import load_config
 
     argv = argv_of(command, "experiments/benchmark.py")
     args = benchmark.build_parser().parse_args(argv)
-    if args.command == "selfplay":
+    if args.command in ("selfplay", "search"):
         load_config(args.config, args.overrides)
-        if (where, command) != SELFPLAY_BENCHMARKS[0]:
+        if (where, command) not in SELFPLAY_BENCHMARKS[:1] + SEARCH_BENCHMARKS[:1]:
             return
     if args.command == "ppo":  # like selfplay: each run compiles a whole iteration; run the first only
         load_config(args.config, ["algorithm=ppo", *args.overrides])

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tictactoe_reference as ref
-from beastybar_jax.games import get_game
+from beastybar_jax.games import Game, get_game
 from beastybar_jax.tictactoe import (
     ACTION_NAMES,
     OBSERVATION_SIZE,
@@ -164,7 +164,10 @@ def test_sample_world_is_the_state_itself(states):
 
 def test_the_game_bundle_is_complete_and_registered():
     assert get_game("tictactoe") is GAME
-    assert None not in GAME and GAME.num_actions == len(GAME.action_names) == 9
+    required = [field for field in Game._fields if field not in Game._field_defaults]
+    assert all(getattr(GAME, field) is not None for field in required)
+    assert None not in (GAME.observation_tokens, GAME.render_state, GAME.render_action)  # optional, provided
+    assert GAME.num_actions == len(GAME.action_names) == 9
     assert GAME.observation_size == OBSERVATION_SIZE and GAME.max_game_length == 9 and GAME.num_players == 2
     start, tokens, features = GAME.observation_tokens
     assert start + tokens * features <= GAME.observation_size and tokens == 9

@@ -1,0 +1,348 @@
+"""mctx's search loop without tree-sized copies: our replacement of ``search`` and
+``backward`` in ``mctx._src.search``, installed before anything is traced.
+
+mctx (0.0.71) runs each simulation as ``simulate`` (a ``jax.vmap`` of a
+``lax.while_loop`` walking down the tree), ``expand`` and ``backward`` (a
+``jax.vmap`` of a ``lax.while_loop`` walking back up). Under ``vmap`` a while loop
+whose condition differs per batch element runs until every element is done and,
+at every step, sets each carried array to ``select(still_running, new, old)``.
+``backward`` carries the whole tree, so every step up the tree rewrote
+``children_values``/``children_visits`` (``[B, N+1, A]``) and ``node_values``/
+``node_visits`` (``[B, N+1]``): a simulation cost ``depth x B x N x A`` and the
+search time grew with the square of the number of simulations.
+
+The replacements compute the same values with the same float operations in the
+same order, so the trees, actions and weights are bitwise those of stock mctx
+(``tests/test_mctx_patch.py``):
+
+* :func:`backward` is one ``lax.while_loop`` over the batch with ONE shared
+  condition (some game still below the root's children). It carries only the four
+  updated arrays plus ``[B]`` vectors; a game already done writes to node ``N+1``,
+  out of range, which the ``mode="drop"`` scatters discard, so XLA updates the
+  carried arrays in place (``B`` elements per step, no select). It carries the
+  child's new value instead of reading it back. The last step, into the root, is
+  the same for every game and runs once after the loop: one step fewer.
+* :func:`simulate` takes the root and interior selection functions apart. mctx
+  passes ``simulate`` one function that picks between them with ``lax.cond(depth
+  == 0)``; under ``vmap`` that cond becomes a select and both rules ran at every
+  step down the tree. Every simulation starts at the root, so here the root rule
+  runs once, before the loop, and the loop (one shared condition, ``[B]`` carry)
+  runs only the interior rule: one step fewer, and each step cheaper.
+* :func:`search` is mctx's ``search`` calling these two; ``instantiate_tree_from_root``
+  and ``expand`` are mctx's own.
+* ``unroll`` (:func:`install`, default 1) lets each loop iteration take several
+  steps, finished games idling through the extra ones: on a GPU every iteration
+  costs a host round trip for the condition plus kernel launches, and the number of
+  iterations per simulation is the depth of the deepest new leaf in the batch.
+
+:func:`install` puts :func:`search` and :func:`backward` in place of mctx's
+(``mctx._src.search.search``, which the policies call through the module, and the
+public ``mctx.search``); :func:`stock_mctx` restores mctx's own functions for a
+comparison. Both depend on private names, so the mctx version is pinned in
+pyproject.toml and :func:`install` refuses (:class:`MctxPatchError`) any mctx whose
+internals differ from what this module was written against.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import inspect
+from typing import Any, Iterator, Optional
+
+import chex
+import jax
+import jax.numpy as jnp
+import mctx
+from mctx._src import base
+from mctx._src import policies as mctx_policies
+from mctx._src import search as mctx_search
+from mctx._src import tree as tree_lib
+
+Tree = tree_lib.Tree
+
+SUPPORTED_MCTX_VERSIONS = ("0.0.71",)
+"""mctx releases whose ``mctx/_src/search.py`` this module was checked against
+(bitwise identity test included)."""
+
+_EXPECTED_SEARCH_PARAMETERS = (
+    "params", "rng_key", "root", "recurrent_fn", "root_action_selection_fn", "interior_action_selection_fn",
+    "num_simulations", "max_depth", "invalid_actions", "extra_data", "loop_fn")
+_EXPECTED_TREE_FIELDS = (
+    "node_visits", "raw_values", "node_values", "parents", "action_from_parent", "children_index",
+    "children_prior_logits", "children_visits", "children_rewards", "children_discounts", "children_values",
+    "embeddings", "root_invalid_actions", "extra_data")
+
+
+class MctxPatchError(RuntimeError):
+    """The installed mctx is not the one :mod:`beastybar_jax.search.mctx_patch` expects."""
+
+
+def backward(tree: Tree, leaf_index: chex.Array, unroll: int = 1) -> Tree:
+    """Backs up the value of ``leaf_index`` ``[B]`` to the roots of a batched tree.
+
+    Same results as ``mctx._src.search.backward``; see the module docstring for how
+    it differs. ``unroll`` steps up are taken per loop iteration (see :func:`install`).
+    """
+    batch_size, num_nodes = tree.node_values.shape
+    batch_range = jnp.arange(batch_size)
+    leaf_index = jnp.asarray(leaf_index, dtype=jnp.int32)
+    at_root = leaf_index == Tree.ROOT_INDEX  # nothing to back up (mctx's search never asks)
+
+    def back_up(values, index, parent, leaf_value, child_value, target):
+        """One step up, from ``index`` to ``parent`` ``[B]``, written at node ``target``
+        (``num_nodes``: dropped). mctx's arithmetic, in mctx's order."""
+        node_values, node_visits, children_values, children_visits = values
+        action = tree.action_from_parent[batch_range, index]
+        count = node_visits[batch_range, parent]
+        reward = tree.children_rewards[batch_range, parent, action]
+        leaf_value = reward + tree.children_discounts[batch_range, parent, action] * leaf_value
+        parent_value = (node_values[batch_range, parent] * count + leaf_value) / (count + 1.0)
+        children_counts = children_visits[batch_range, parent, action] + 1
+        values = (node_values.at[batch_range, target].set(parent_value, mode="drop"),
+                  node_visits.at[batch_range, target].set(count + 1, mode="drop"),
+                  children_values.at[batch_range, target, action].set(child_value, mode="drop"),
+                  children_visits.at[batch_range, target, action].set(children_counts, mode="drop"))
+        return values, leaf_value, parent_value
+
+    def cond_fun(state):
+        *_, parent = state
+        return jnp.any(parent != Tree.ROOT_INDEX)
+
+    def step_up(state):
+        values, leaf_value, child_value, index, parent = state
+        running = parent != Tree.ROOT_INDEX
+        values, new_leaf_value, parent_value = back_up(
+            values, index, parent, leaf_value, child_value, jnp.where(running, parent, num_nodes))
+        keep = lambda new, old: jnp.where(running, new, old)
+        # The parent's new value is what the next step stores as its child's value.
+        return (values, keep(new_leaf_value, leaf_value), keep(parent_value, child_value), keep(parent, index),
+                keep(tree.parents[batch_range, parent], parent))
+
+    def body_fun(state):
+        for _ in range(unroll):
+            state = step_up(state)
+        return state
+
+    # Up to the root's children: games leave the loop at different steps.
+    leaf_value = tree.node_values[batch_range, leaf_index]
+    parent = jnp.where(at_root, Tree.ROOT_INDEX, tree.parents[batch_range, leaf_index])
+    values = (tree.node_values, tree.node_visits, tree.children_values, tree.children_visits)
+    values, leaf_value, child_value, index, parent = jax.lax.while_loop(
+        cond_fun, body_fun, (values, leaf_value, leaf_value, leaf_index, parent))
+    # The last step, into the root, is the same for every game: all at once.
+    values, _, _ = back_up(values, index, parent, leaf_value, child_value, jnp.where(at_root, num_nodes, parent))
+    node_values, node_visits, children_values, children_visits = values
+    return tree.replace(node_values=node_values, node_visits=node_visits,
+                        children_values=children_values, children_visits=children_visits)
+
+
+def _split_each(keys: chex.Array) -> tuple[chex.Array, chex.Array]:
+    """``jax.random.split`` of each of ``B`` keys: ``(new keys [B], subkeys [B])``."""
+    pairs = jax.vmap(jax.random.split)(keys)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def simulate(
+    rng_key: chex.Array,
+    tree: Tree,
+    root_action_selection_fn: base.RootActionSelectionFn,
+    interior_action_selection_fn: base.InteriorActionSelectionFn,
+    max_depth: int,
+    unroll: int = 1,
+) -> tuple[chex.Array, chex.Array]:
+    """Walks each of ``B`` trees down from its root to an unvisited action or ``max_depth``.
+
+    Same results as ``mctx._src.search.simulate`` with mctx's switching selection
+    function. ``rng_key`` holds ``B`` keys; returns ``(parent_index [B], action [B])``.
+    ``unroll`` steps down are taken per loop iteration (see :func:`install`).
+    """
+    batch_size = tree.node_values.shape[0]
+    batch_range = jnp.arange(batch_size)
+    select_at_root = jax.vmap(root_action_selection_fn)
+    select_inside = jax.vmap(interior_action_selection_fn)
+
+    # Depth 0: every walk starts at the root, where only the root rule applies.
+    rng_key, selection_key = _split_each(rng_key)
+    node_index = jnp.full([batch_size], Tree.ROOT_INDEX, dtype=jnp.int32)
+    action = select_at_root(selection_key, tree, node_index)
+    next_node_index = tree.children_index[batch_range, node_index, action]
+    depth = jnp.zeros([batch_size], dtype=tree.children_prior_logits.dtype) + 1
+    is_continuing = jnp.logical_and(next_node_index != Tree.UNVISITED, depth < max_depth)
+
+    def cond_fun(state):
+        return jnp.any(state[-1])
+
+    def step_down(state):
+        rng_key, node_index, action, next_node_index, depth, is_continuing = state
+        new_rng_key, selection_key = _split_each(rng_key)
+        # A finished walk selects from a meaningless node; the result is discarded.
+        new_action = select_inside(selection_key, tree, next_node_index, depth)
+        new_next_node_index = tree.children_index[batch_range, next_node_index, new_action]
+        new_depth = depth + 1
+        new_is_continuing = jnp.logical_and(new_next_node_index != Tree.UNVISITED, new_depth < max_depth)
+        keep = lambda new, old: jnp.where(is_continuing.reshape((-1,) + (1,) * (new.ndim - 1)), new, old)
+        return (keep(new_rng_key, rng_key), keep(next_node_index, node_index), keep(new_action, action),
+                keep(new_next_node_index, next_node_index), keep(new_depth, depth),
+                jnp.logical_and(is_continuing, new_is_continuing))
+
+    def body_fun(state):
+        for _ in range(unroll):
+            state = step_down(state)
+        return state
+
+    state = (rng_key, node_index, action, next_node_index, depth, is_continuing)
+    _, node_index, action, _, _, _ = jax.lax.while_loop(cond_fun, body_fun, state)
+    return node_index, action
+
+
+def search(
+    params: base.Params,
+    rng_key: chex.PRNGKey,
+    *,
+    root: base.RootFnOutput,
+    recurrent_fn: base.RecurrentFn,
+    root_action_selection_fn: base.RootActionSelectionFn,
+    interior_action_selection_fn: base.InteriorActionSelectionFn,
+    num_simulations: int,
+    max_depth: Optional[int] = None,
+    invalid_actions: Optional[chex.Array] = None,
+    extra_data: Any = None,
+    loop_fn: base.LoopFn = jax.lax.fori_loop,
+    unroll: int = 1,
+) -> Tree:
+    """``mctx.search`` (same arguments, same tree) with :func:`simulate` and
+    :func:`backward`, each taking ``unroll`` steps per loop iteration."""
+    batch_size = root.value.shape[0]
+    batch_range = jnp.arange(batch_size)
+    if max_depth is None:
+        max_depth = num_simulations
+    if invalid_actions is None:
+        invalid_actions = jnp.zeros_like(root.prior_logits)
+
+    def body_fun(sim, loop_state):
+        rng_key, tree = loop_state
+        rng_key, simulate_key, expand_key = jax.random.split(rng_key, 3)
+        simulate_keys = jax.random.split(simulate_key, batch_size)
+        parent_index, action = simulate(
+            simulate_keys, tree, root_action_selection_fn, interior_action_selection_fn, max_depth, unroll)
+        # A node first expanded on simulation `i` has node index `i + 1`.
+        next_node_index = tree.children_index[batch_range, parent_index, action]
+        next_node_index = jnp.where(next_node_index == Tree.UNVISITED, sim + 1, next_node_index)
+        tree = mctx_search.expand(params, expand_key, tree, recurrent_fn, parent_index, action, next_node_index)
+        tree = backward(tree, next_node_index, unroll)
+        return rng_key, tree
+
+    tree = mctx_search.instantiate_tree_from_root(
+        root, num_simulations, root_invalid_actions=invalid_actions, extra_data=extra_data)
+    _, tree = loop_fn(0, num_simulations, body_fun, (rng_key, tree))
+    return tree
+
+
+# ----------------------------------------------------------------------------- installation
+
+_STOCK: dict[str, Any] = {}
+"""mctx's own functions, saved by the first :func:`install`."""
+
+
+def check_mctx() -> None:
+    """Raises :class:`MctxPatchError` unless mctx's internals are what this module replaces."""
+    fix = ("install a supported mctx (pyproject.toml pins it), or port beastybar_jax/search/mctx_patch.py "
+           "to this mctx and run tests/test_mctx_patch.py")
+    version = getattr(mctx, "__version__", "unknown")
+    if version not in SUPPORTED_MCTX_VERSIONS:
+        raise MctxPatchError(f"mctx {version} is installed; the search patch supports {SUPPORTED_MCTX_VERSIONS}: {fix}")
+    stock_search = _STOCK.get("search", mctx_search.search)
+    problems = []
+    for name in ("search", "backward", "expand", "instantiate_tree_from_root"):
+        if not callable(getattr(mctx_search, name, None)):
+            problems.append(f"mctx._src.search.{name} is missing")
+    if getattr(mctx_policies, "search", None) is not mctx_search:
+        problems.append("mctx's policies no longer call the search through the mctx._src.search module")
+    if tuple(inspect.signature(stock_search).parameters) != _EXPECTED_SEARCH_PARAMETERS:
+        problems.append("mctx._src.search.search has new parameters")
+    body = [c for c in stock_search.__code__.co_consts if inspect.iscode(c) and c.co_name == "body_fun"]
+    if not body or not {"simulate", "expand", "backward"} <= set(body[0].co_names):
+        problems.append("mctx's search loop no longer runs simulate, expand and backward")
+    if tuple(f.name for f in dataclasses.fields(Tree)) != _EXPECTED_TREE_FIELDS:
+        problems.append("mctx's Tree has new fields")
+    if problems:
+        raise MctxPatchError(f"mctx {version}: {'; '.join(problems)}: {fix}")
+
+
+def installed_unroll() -> Optional[int]:
+    """The ``unroll`` of the installed search, or None while mctx runs its own."""
+    installed = mctx_search.search
+    if installed is search:
+        return 1
+    if isinstance(installed, functools.partial) and installed.func is search:
+        return installed.keywords["unroll"]
+    return None
+
+
+def is_installed() -> bool:
+    return installed_unroll() is not None
+
+
+def install(unroll: int = 1) -> None:
+    """Puts :func:`search` and :func:`backward` in place of mctx's. Idempotent.
+
+    Must run before the search is traced: an already compiled function keeps the
+    search it was traced with. ``unroll`` (default 1) is how many steps down and up
+    the tree each loop iteration takes; finished games idle through the extra steps
+    (the results do not change). On a GPU every loop iteration costs a host round
+    trip for the condition, so ``unroll > 1`` trades wasted steps for fewer round
+    trips; on CPU it only adds work.
+    """
+    if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
+        raise ValueError(f"unroll must be a positive integer, got {unroll!r}")
+    if installed_unroll() == unroll:
+        return
+    check_mctx()
+    if not _STOCK:  # mctx's own functions, saved once
+        _STOCK.update(search=mctx_search.search, backward=mctx_search.backward, public_search=mctx.search)
+    patched = search if unroll == 1 else functools.partial(search, unroll=unroll)
+    mctx_search.search = patched
+    mctx_search.backward = backward
+    mctx.search = patched
+
+
+def uninstall() -> None:
+    """Restores mctx's own functions (no-op if :func:`install` never ran)."""
+    if not _STOCK:
+        return
+    mctx_search.search = _STOCK["search"]
+    mctx_search.backward = _STOCK["backward"]
+    mctx.search = _STOCK["public_search"]
+
+
+@contextlib.contextmanager
+def installed(unroll: int = 1) -> Iterator[None]:
+    """Within the block, the patched search with this ``unroll`` (for benchmarks).
+    As with :func:`stock_mctx`, only what is traced inside the block uses it."""
+    previous = installed_unroll()
+    install(unroll)
+    try:
+        yield
+    finally:
+        if previous is None:
+            uninstall()
+        else:
+            install(previous)
+
+
+@contextlib.contextmanager
+def stock_mctx() -> Iterator[None]:
+    """Within the block, mctx runs its own search (for comparisons and benchmarks).
+
+    Only what is traced inside the block uses it: ``jax.jit`` caches traces per
+    function, so jit a fresh function (or ``lower`` it) inside the block.
+    """
+    previous = installed_unroll()
+    uninstall()
+    try:
+        yield
+    finally:
+        if previous is not None:
+            install(previous)
