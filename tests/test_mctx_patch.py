@@ -283,7 +283,11 @@ def tree_sized_rewrites(hlo_text: str, batch: int, num_nodes: int) -> list[str]:
 def test_search_loops_rewrite_no_tree_sized_buffer(policy_searches, world_searches):
     """The patched search updates the tree in place: no loop body holds a copy,
     select or other full write of a ``[B, N+1, ...]`` buffer. Stock mctx's backward
-    does (a select of the whole tree per step up), which the check must catch."""
+    does (a select of the whole tree per step up), which the check must catch.
+    The patterns are those of XLA:CPU's programs (CI); a GPU compiler schedules
+    buffers its own way, and there the speed is shown by ``benchmark.py search``."""
+    if jax.default_backend() != "cpu":
+        pytest.skip("checks XLA:CPU's optimized HLO; not verified against the GPU compiler's")
     shapes = {name: (POLICY_BATCH, case["num_simulations"] + 1) for name, case in POLICY_CASES.items()}  # [B, N+1]
     shapes.update({name: (WORLD_STATES * config.num_determinizations, config.num_simulations + 1)
                    for name, config in WORLD_CASES.items()})
