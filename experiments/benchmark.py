@@ -196,6 +196,12 @@ def machine_info() -> dict:
     )
 
 
+def print_machine(machine: dict) -> None:
+    """The line naming the machine above every results table."""
+    print(f"backend: {machine['backend']} ({machine['device']}, {machine['num_devices']} device(s)); "
+          f"cpu: {machine['cpu']} x{machine['cpu_count']}; jax {machine['jax']}")
+
+
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -224,8 +230,7 @@ def _fmt_rate(x: float) -> str:
 
 
 def print_table(machine: dict, rows: list[dict]) -> None:
-    print(f"backend: {machine['backend']} ({machine['device']}, {machine['num_devices']} device(s)); "
-          f"cpu: {machine['cpu']} x{machine['cpu_count']}; jax {machine['jax']}")
+    print_machine(machine)
     by_batch: dict[int, dict] = {}
     for row in rows:
         by_batch.setdefault(row["batch_size"], {})[row["variant"]] = row
@@ -371,8 +376,7 @@ def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves
 
 
 def print_selfplay_table(machine: dict, rows: list[dict]) -> None:
-    print(f"backend: {machine['backend']} ({machine['device']}, {machine['num_devices']} device(s)); "
-          f"cpu: {machine['cpu']} x{machine['cpu_count']}; jax {machine['jax']}")
+    print_machine(machine)
     header = (f"{'games':>7} | {'sims':>5} | {'moves':>5} | {'updates':>7} | {'sims/s':>9} | {'games/min':>9} | "
               f"{'iteration s':>11} | {'compile s':>9}")
     print(header)
@@ -594,8 +598,7 @@ def run_ppo(args: argparse.Namespace) -> int:
               f"iteration {row['iteration_seconds']:.3f} s "
               f"with {row['num_epochs']} x {row['num_minibatches']} updates of {row['minibatch']}, "
               f"compile {row['compile_seconds']:.1f} s", flush=True)
-    print(f"backend: {machine['backend']} ({machine['device']}, {machine['num_devices']} device(s)); "
-          f"cpu: {machine['cpu']} x{machine['cpu_count']}; jax {machine['jax']}")
+    print_machine(machine)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(dict(benchmark="ppo", machine=machine, config=vars_for_json(args), base_config=base.to_dict(),
@@ -749,8 +752,7 @@ def add_relative_cost(rows: list[dict]) -> None:
 
 
 def print_search_table(machine: dict, rows: list[dict]) -> None:
-    print(f"backend: {machine['backend']} ({machine['device']}, {machine['num_devices']} device(s)); "
-          f"cpu: {machine['cpu']} x{machine['cpu_count']}; jax {machine['jax']}")
+    print_machine(machine)
     header = (f"{'games':>7} | {'sims':>5} | {'mctx':>10} | {'sims/s':>9} | {'us/sim':>8} | {'cost vs fewest':>14} | "
               f"{'cpu cost':>8} | {'search s':>9} | {'compile s':>9} | {'load':>5}")
     print(header)

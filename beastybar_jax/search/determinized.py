@@ -208,14 +208,11 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
     root = mctx.RootFnOutput(prior_logits=prior_logits, value=value, embedding=worlds)
     recurrent_fn = make_recurrent_fn(game, evaluate)
 
+    shared = dict(params=(), rng_key=search_key, root=root, recurrent_fn=recurrent_fn,
+                  num_simulations=config.num_simulations, invalid_actions=~legal)
     if config.algorithm == "gumbel":
         policy_output = mctx.gumbel_muzero_policy(
-            params=(),
-            rng_key=search_key,
-            root=root,
-            recurrent_fn=recurrent_fn,
-            num_simulations=config.num_simulations,
-            invalid_actions=~legal,
+            **shared,
             qtransform=functools.partial(
                 mctx.qtransform_completed_by_mix_value,
                 value_scale=float(config.value_scale),
@@ -225,12 +222,7 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
         )
     else:
         policy_output = mctx.muzero_policy(
-            params=(),
-            rng_key=search_key,
-            root=root,
-            recurrent_fn=recurrent_fn,
-            num_simulations=config.num_simulations,
-            invalid_actions=~legal,
+            **shared,
             dirichlet_alpha=float(config.dirichlet_alpha),
             dirichlet_fraction=jnp.where(add_noise, float(config.dirichlet_fraction), 0.0),
             pb_c_init=float(config.pb_c_init),

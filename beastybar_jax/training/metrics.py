@@ -226,17 +226,7 @@ class MetricsLogger:
 
 def _write_json(path: str, data) -> None:
     """Write a JSON file whole or not at all (a full disk leaves the old one)."""
-    tmp = path + ".tmp"
-    try:
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=2)
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise OSError(e.errno, f"cannot write {path}: {e.strerror or e}") from None
+    _write_text(path, json.dumps(data, indent=2))
 
 
 def _append_line(fd: int, path: str, line: str) -> None:
@@ -298,7 +288,7 @@ def _write_text(path: str, text: str) -> None:
             os.remove(tmp)
         except OSError:
             pass
-        raise OSError(e.errno, f"cannot rewrite {path}: {e.strerror or e}") from None
+        raise OSError(e.errno, f"cannot write {path}: {e.strerror or e}") from None
 
 
 def read_jsonl(path: str) -> list[dict]:
