@@ -3,6 +3,7 @@
     python experiments/play.py --opponent heuristic
     python experiments/play.py --opponent checkpoint:runs/x@sims=64 --seat first --seed 3
     python experiments/play.py --game tictactoe --opponent minimax
+    python experiments/play.py --replay game.json      # tell a recorded game
 
 Each turn shows the table from your side (in Beasty Bar your hand, the queue, both bars
 and THAT'S IT piles; the opponent's hand and both decks stay hidden) and your legal
@@ -17,6 +18,7 @@ registered game can be played.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Callable
 
@@ -25,6 +27,8 @@ import numpy as np
 
 from beastybar_jax.agents import agent_names, default_opponent, make_agent
 from beastybar_jax.games import GAME_NAMES, Game, get_game
+from beastybar_jax.playing import (RecordError, deal, describe_move, human_seat, legal_actions, move_text, outcome,
+                                   replay)
 
 HELP = ("Type the number of a move or its name (a unique beginning is enough, e.g. 'lion'). "
         "Commands: 'table' shows the table again, 'help' this text, 'quit' ends the game.")
@@ -32,21 +36,6 @@ HELP = ("Type the number of a move or its name (a unique beginning is enough, e.
 
 class QuitGame(Exception):
     """The human asked to stop (``quit``, end of input or Ctrl-C)."""
-
-
-def move_text(game: Game, action: int, state, human: int) -> str:
-    """A move's name, with details told from the human's side where the game gives them."""
-    if game.render_action is None:
-        return game.action_names[action] if game.action_names else str(action)
-    return game.render_action(action, state, human)
-
-
-def describe_move(game: Game, before, after, action: int, human: int) -> str:
-    """Words for what ``action`` did (the game's ``describe_move``, or who played what)."""
-    if game.describe_move is not None:
-        return game.describe_move(before, after, action, human)
-    who = "You play" if int(before.current_player) == human else "Opponent plays"
-    return f"{who} {move_text(game, action, before, human)}."
 
 
 def parse_move(game: Game, text: str, legal_actions: list[int], state,
@@ -89,23 +78,17 @@ def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed:
     ``Agent``). Returns ``{"result": "win"|"draw"|"loss"}`` (with ``"you"`` and
     ``"opponent"`` points for games that count points), or None if the human quit."""
     game = get_game("beastybar") if game is None else game
-    key = jax.random.key(seed)
-    deal_key, key = jax.random.split(key)
-    state = game.init(deal_key)
-    starter = int(state.current_player)
-    if seat == "random":
-        key, seat_key = jax.random.split(key)
-        seat = "first" if bool(jax.random.bernoulli(seat_key)) else "second"
-    human = starter if seat == "first" else 1 - starter
+    state, key = deal(game, seed)
+    human, key = human_seat(state, key, seat)
+    seat = "first" if human == int(state.current_player) else "second"
     step = jax.jit(game.step)
-    legal_mask = jax.jit(game.legal_action_mask)
     opponent_act = jax.jit(opponent.act)
 
     print_fn(f"You are P{human} and move {seat}; your opponent is {opponent.name}. {HELP}")
     try:
         while not bool(state.terminated):
             if int(state.current_player) == human:
-                legal = [int(a) for a in np.flatnonzero(np.asarray(legal_mask(state)))]
+                legal = legal_actions(game, state)
                 print_fn("")
                 print_fn(game.render_state(state, viewer=human))
                 print_fn(f"(you are P{human})  Your moves:")
@@ -136,18 +119,35 @@ def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed:
         print_fn("\nGame abandoned. Goodbye!")
         return None
 
-    reward = float(np.asarray(state.rewards)[human])
-    result = "win" if reward > 0 else ("draw" if reward == 0 else "loss")
+    result = outcome(game, state, human)
     print_fn("")
     print_fn(game.render_state(state, viewer=human))
-    verdict = {"win": "You win!", "draw": "It's a draw.", "loss": "You lose."}[result]
-    if game.points is None:
+    verdict = {"win": "You win!", "draw": "It's a draw.", "loss": "You lose."}[result["result"]]
+    if "you" not in result:
         print_fn(f"Final result: {verdict}")
-        return {"result": result}
-    points = np.asarray(game.points(state))
-    mine, theirs = int(points[human]), int(points[1 - human])
-    print_fn(f"Final score: you {mine} - opponent {theirs}. {verdict}")
-    return {"you": mine, "opponent": theirs, "result": result}
+    else:
+        print_fn(f"Final score: you {result['you']} - opponent {result['opponent']}. {verdict}")
+    return result
+
+
+def replay_game(path: str, print_fn: Callable[..., None] = print) -> int:
+    """Tell a recorded game (a JSON record, see ``beastybar_jax.playing``) move by move,
+    as a spectator who sees every card; 0, or 2 for an unreadable record."""
+    try:
+        with open(path) as f:
+            text = f.read()
+        states = replay(text)
+    except (OSError, RecordError) as e:
+        print_fn(f"error: {e}")
+        return 2
+    record = json.loads(text)
+    game = get_game(record["game"])
+    print_fn(f"{game.name}, deal seed {record['seed']}: P0 {record['players'][0]} - P1 {record['players'][1]}")
+    for action, before, after in zip(record["moves"], states, states[1:]):
+        print_fn(describe_move(game, before, after, action, None))
+    print_fn("")
+    print_fn(game.render_state(states[-1], viewer=None))
+    return 0
 
 
 def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[..., None] = print) -> int:
@@ -159,7 +159,11 @@ def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[.
     parser.add_argument("--seat", choices=("first", "second", "random"), default="random",
                         help="move first, second, or let chance decide (default)")
     parser.add_argument("--seed", type=int, default=None, help="deal seed (default: random)")
+    parser.add_argument("--replay", metavar="RECORD.json", default=None,
+                        help="tell a recorded game (from the web app's Records page) instead of playing")
     args = parser.parse_args(argv)
+    if args.replay:
+        return replay_game(args.replay, print_fn)
     from beastybar_jax.training.compilation import enable_compilation_cache
 
     enable_compilation_cache()  # the opponent's compile is paid once, not at every game

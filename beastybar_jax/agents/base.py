@@ -32,13 +32,35 @@ class Agent:
         ONE unbatched state; pure, jittable, vmappable. Returns a legal action
         whenever one exists (on a finished game any id may come back; stepping
         a finished game is a no-op).
+      search_setup: for agents built on an evaluator (network and search agents),
+        what they think with, so a position can be analysed the way they see it
+        (the web app's Analyse panel); ``None`` for the others.
     """
 
     name: str
     act: ActFn
+    search_setup: "SearchSetup | None" = None
 
     def __repr__(self) -> str:  # the closure is noise in logs
         return f"Agent({self.name!r})"
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchSetup:
+    """The evaluator and search of a network or search agent.
+
+    Attributes:
+      evaluator: ``evaluator(key) -> evaluate``, where ``evaluate(states[N])`` gives
+        ``(logits float32[N, A], value float32[N])`` for each state's player to move
+        (a ``beastybar_jax.search.Evaluator``; the key seeds random playouts).
+      search: the agent's ``SearchConfig``, or ``None`` for an agent that plays the
+        evaluator's policy directly.
+      learned_prior: the logits come from a trained network (``False``: uniform).
+    """
+
+    evaluator: Callable[[jax.Array], Callable]
+    search: object = None
+    learned_prior: bool = False
 
 
 TIE_TOLERANCE = 1e-6

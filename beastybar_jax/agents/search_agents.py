@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from beastybar_jax import search as search_lib
-from beastybar_jax.agents.base import Agent, random_best, uniform_choice
+from beastybar_jax.agents.base import Agent, SearchSetup, random_best, uniform_choice
 from beastybar_jax.game import BEASTYBAR, Game
 from beastybar_jax.search import SearchConfig
 
@@ -86,7 +86,8 @@ def mcts_agent(num_simulations: int, *, num_determinizations: int = 1, algorithm
         evaluate = random_playout_evaluator(game, playout_key, num_playouts)
         return _search_one(game, evaluate, config, state, search_key)
 
-    return Agent(name or f"mcts-{num_simulations}", act)
+    setup = SearchSetup(lambda key: random_playout_evaluator(game, key, num_playouts), config)
+    return Agent(name or f"mcts-{num_simulations}", act, setup)
 
 
 def network_agent(network, params, *, search: SearchConfig | None = None, name: str = "network",
@@ -101,18 +102,18 @@ def network_agent(network, params, *, search: SearchConfig | None = None, name: 
         as evaluator, evaluation play (no noise).
       name: the agent's name in tables.
     """
+    evaluate = search_lib.network_evaluator(game, network, params)
+    setup = SearchSetup(lambda key: evaluate, search, learned_prior=True)
     if search is None:
         def act(state, key):
             observation = game.observe(state, state.current_player)
             logits = network.apply(params, observation[None]).policy_logits[0].astype(jnp.float32)
             return random_best(logits, game.legal_action_mask(state), key, tolerance=0.0)
     else:
-        evaluate = search_lib.network_evaluator(game, network, params)
-
         def act(state, key):
             return _search_one(game, evaluate, search, state, key)
 
-    return Agent(name, act)
+    return Agent(name, act, setup)
 
 
 def search_config_with(config: SearchConfig, **changes) -> SearchConfig:

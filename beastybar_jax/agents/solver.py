@@ -39,4 +39,4 @@ def solver_agent(fallback: Agent, config: SolverConfig = AGENT_SOLVER, name: str
         other = fallback.act(state, fallback_key)
         return jnp.where(is_solvable(state) & solution.solved, best, other).astype(jnp.int32)
 
-    return Agent(name or f"solver+{fallback.name}", act)
+    return Agent(name or f"solver+{fallback.name}", act, fallback.search_setup)

@@ -64,8 +64,10 @@ def render_action(action: int, state=None, viewer: int | None = None) -> str:
     return text
 
 
-def _owned(card: int, viewer: int) -> str:
+def _owned(card: int, viewer: int | None) -> str:
     owner, species = divmod(int(card), C.NUM_SPECIES)
+    if viewer is None:
+        return f"{C.SPECIES_NAMES[species]} (P{owner}'s)"
     return f"{C.SPECIES_NAMES[species]} ({'yours' if owner == viewer else 'opponent' + chr(39) + 's'})"
 
 
@@ -75,12 +77,13 @@ def _new_cards(before, after, viewer: int) -> list[str]:
     return [_owned(p * C.NUM_SPECIES + s, viewer) for p, s in zip(*np.nonzero(new))]
 
 
-def describe_move(before, after, action: int, viewer: int) -> str:
+def describe_move(before, after, action: int, viewer: int | None) -> str:
     """What ``action`` did, told from ``viewer``'s side: who played what, the cards that
     entered the bar or went to THAT'S IT, the queue after it, and (for the viewer's own
-    move) the card they drew."""
+    move) the card they drew. ``viewer=None``: a spectator's account ("P0 plays ...",
+    every drawn card told)."""
     mover = int(before["current_player"])
-    who = "You play" if mover == viewer else "Opponent plays"
+    who = f"P{mover} plays" if viewer is None else ("You play" if mover == viewer else "Opponent plays")
     lines = [f"{who} {render_action(action, before, viewer)}."]
     entered = _new_cards(before["bar"], after["bar"], viewer)
     gone = _new_cards(before["thats_it"], after["thats_it"], viewer)
@@ -90,8 +93,8 @@ def describe_move(before, after, action: int, viewer: int) -> str:
         lines.append("  Sent to THAT'S IT: " + ", ".join(gone) + ".")
     queue = [int(c) for c in np.asarray(after["queue"]) if c >= 0]
     lines.append("  Queue now (front first): " + (", ".join(_owned(c, viewer) for c in queue) or "empty") + ".")
-    if mover == viewer:
-        drawn = np.asarray(after["hand"][viewer]) & ~np.asarray(before["hand"][viewer])
+    if viewer is None or mover == viewer:
+        drawn = np.asarray(after["hand"][mover]) & ~np.asarray(before["hand"][mover])
         for species in np.flatnonzero(drawn):
-            lines.append(f"  You draw the {C.SPECIES_NAMES[species]}.")
+            lines.append(f"  {'You draw' if viewer is not None else f'P{mover} draws'} the {C.SPECIES_NAMES[species]}.")
     return "\n".join(lines)

@@ -61,12 +61,16 @@ class SearchOutput:
       visit_counts: ``int32[B, A]`` root visits summed over the ``K`` worlds (zero on
         illegal actions).
       root_value: ``float32[B]`` search value for the player to move, mean over worlds.
+      action_values: ``float32[B, A]`` each action's Q-value at the root for the player
+        to move, averaged over the worlds weighted by their visits (0 where never
+        visited); for analysis (unused by training, so compiled away there).
     """
 
     action: chex.Array
     action_weights: chex.Array
     visit_counts: chex.Array
     root_value: chex.Array
+    action_values: chex.Array = None
 
 
 def network_evaluator(game: Game, network, params) -> Evaluator:
@@ -238,6 +242,10 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
     total = jnp.sum(weights, axis=-1, keepdims=True)
     weights = jnp.where(total > 0, weights / jnp.where(total > 0, total, 1.0), 0.0)
     visit_counts = jnp.sum(summary.visit_counts.reshape(batch, num_worlds, num_actions), axis=1)
+    world_visits = summary.visit_counts.reshape(batch, num_worlds, num_actions).astype(jnp.float32)
+    world_q = policy_output.search_tree.qvalues(jnp.full(batch * num_worlds, policy_output.search_tree.ROOT_INDEX))
+    q_sum = jnp.sum(world_visits * world_q.reshape(batch, num_worlds, num_actions), axis=1)
+    action_values = jnp.where(visit_counts > 0, q_sum / jnp.maximum(visit_counts, 1), 0.0)
     # A finished game has no legal action, yet mctx still spends its simulations
     # on action 0; those visits mean nothing.
     visit_counts = jnp.where(legal_any, visit_counts, 0)
@@ -258,4 +266,5 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
         action_weights=weights.astype(jnp.float32),
         visit_counts=visit_counts.astype(jnp.int32),
         root_value=root_value.astype(jnp.float32),
+        action_values=jnp.where(legal_any, action_values, 0.0).astype(jnp.float32),
     )

@@ -1,0 +1,178 @@
+"""Agents and analysts, compiled once per (game, spec) and shared by every game.
+
+``AgentPool.get`` builds the agent at once (so a bad spec is an error of the request
+that names it) and compiles its ``act`` in a background thread; until that is done
+the agent's status is ``"compiling"`` and the page says so. The analysis of a position
+(``analyse``) runs the agent's own evaluator and search (``Agent.search_setup``) and,
+where the game has an exact solver and the position is solvable, each move's exact
+result and margin.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import threading
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+from beastybar_jax import game as beastybar
+from beastybar_jax.agents import Agent, AgentSpecError, make_agent
+from beastybar_jax.endgame import SolverConfig, is_solvable, solve_position
+from beastybar_jax.games import Game
+from beastybar_jax.search import run_search
+from beastybar_jax.tictactoe.minimax import board_index, minimax_table
+
+# Analysis of an agent without a search of its own (a heuristic): plain MCTS.
+FALLBACK_ANALYST = "mcts-200"
+
+
+class AgentUnavailable(ValueError):
+    """An agent spec that cannot be built (unknown, wrong game, unreadable checkpoint)."""
+
+
+@dataclasses.dataclass
+class Compiled:
+    """One (game, spec) entry: the agent, its compiled function once ready, its status."""
+
+    game: Game
+    spec: str
+    agent: Agent
+    status: str = "compiling"  # compiling | ready | error
+    error: str = ""
+    compile_seconds: float = 0.0
+    function: Callable | None = None
+    ready: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+    def describe(self) -> dict:
+        return {"spec": self.spec, "game": self.game.name, "status": self.status, "error": self.error,
+                "compile_seconds": round(self.compile_seconds, 2)}
+
+
+def _example(game: Game):
+    return game.init(jax.random.key(0)), jax.random.key(0)
+
+
+def _analysis_function(game: Game, agent: Agent):
+    """``analyse(world, key) -> dict`` of arrays for one position (see ``analyse``)."""
+    setup = agent.search_setup
+
+    def analyse(state, key):
+        world_key, eval_key, search_key = jax.random.split(key, 3)
+        evaluate = setup.evaluator(eval_key)
+        world = game.sample_world(state, state.current_player, world_key)  # the mover's view
+        legal = game.legal_action_mask(state)
+        logits, value = evaluate(jax.tree.map(lambda x: x[None], world))
+        prior = jax.nn.softmax(jnp.where(legal, logits[0], -jnp.inf))
+        out = {"prior": jnp.where(legal, prior, 0.0), "value": value[0]}
+        if setup.search is not None:
+            result = run_search(game, evaluate, jax.tree.map(lambda x: x[None], state), search_key,
+                                setup.search, add_noise=False)
+            out.update(visits=result.visit_counts[0], weights=result.action_weights[0],
+                       q=result.action_values[0], root_value=result.root_value[0], choice=result.action[0])
+        return out
+
+    return analyse
+
+
+_EXACT_CONFIG = SolverConfig(mode="margins")
+
+
+def _beastybar_exact(state, key):
+    """Exact result and margin of every move of a solvable Beasty Bar position, solved
+    on a world drawn for the mover (in a solvable position, the position itself)."""
+    world = beastybar.sample_world(state, state.current_player, key)
+    solution = solve_position(world, _EXACT_CONFIG)
+    return {"solved": solution.solved & is_solvable(state), "result": solution.result,
+            "margin": solution.margin, "action_result": solution.action_result,
+            "action_margin": solution.action_margin, "action_exact": solution.action_exact}
+
+
+def _tictactoe_exact(state, key):
+    """Perfect play's outcome of every move (the solved minimax table)."""
+    del key
+    row = board_index(state.board)
+    table = minimax_table()
+    values = jnp.asarray(table.action_values)[row].astype(jnp.int32)
+    value = jnp.asarray(table.value)[row].astype(jnp.int32)
+    return {"solved": ~state.terminated, "result": value, "margin": value, "action_result": values,
+            "action_margin": values, "action_exact": values > -2}
+
+
+_EXACT = {"beastybar": _beastybar_exact, "tictactoe": _tictactoe_exact}
+
+
+class AgentPool:
+    """Compiled agents and analysts by (game, spec); compiles in the background."""
+
+    def __init__(self, workers: int = 1):
+        self._agents: dict[tuple[str, str], Agent] = {}
+        self._entries: dict[tuple[str, str, str], Compiled] = {}
+        self._lock = threading.Lock()
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="compile")
+
+    def shutdown(self):
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def build(self, game: Game, spec: str) -> Agent:
+        """The agent ``spec`` names for ``game`` (built once); :class:`AgentUnavailable`
+        with the registry's message when it cannot be built."""
+        if not isinstance(spec, str) or not spec.strip():
+            raise AgentUnavailable("empty agent spec")
+        key = (game.name, spec.strip())
+        with self._lock:
+            if key in self._agents:
+                return self._agents[key]
+        try:
+            agent = make_agent(spec.strip(), game=game)
+        except AgentSpecError as e:
+            raise AgentUnavailable(str(e)) from None
+        except (ValueError, OSError) as e:  # checkpoints: missing, unreadable, another game's
+            raise AgentUnavailable(f"agent {spec!r}: {e}") from None
+        with self._lock:
+            return self._agents.setdefault(key, agent)
+
+    def _entry(self, kind: str, game: Game, spec: str, build: Callable[[Agent], Callable]) -> Compiled:
+        agent = self.build(game, spec)
+        key = (kind, game.name, spec.strip())
+        with self._lock:
+            if key in self._entries:
+                return self._entries[key]
+            entry = self._entries[key] = Compiled(game=game, spec=spec.strip(), agent=agent)
+        self._executor.submit(self._compile, entry, build)
+        return entry
+
+    @staticmethod
+    def _compile(entry: Compiled, build):
+        start = time.perf_counter()
+        try:
+            entry.function = jax.jit(build(entry.agent)).lower(*_example(entry.game)).compile()
+            entry.status = "ready"
+        except Exception as e:  # noqa: BLE001 -- reported to the page; the server goes on
+            entry.status, entry.error = "error", f"{type(e).__name__}: {e}"
+        entry.compile_seconds = time.perf_counter() - start
+        entry.ready.set()
+
+    def agent(self, game: Game, spec: str) -> Compiled:
+        """The agent ``spec`` for ``game``; ``.function(state, key) -> action`` once ready."""
+        return self._entry("act", game, spec, lambda agent: agent.act)
+
+    def analyst(self, game: Game, spec: str) -> Compiled:
+        """The analysis with ``spec``'s evaluator and search (``FALLBACK_ANALYST`` for an
+        agent without them): ``.function(state, key) -> (search dict, exact dict or None)``."""
+        if self.build(game, spec).search_setup is None:
+            spec = FALLBACK_ANALYST
+        exact = _EXACT.get(game.name)
+
+        def build(agent):
+            search = _analysis_function(game, agent)
+            return lambda state, key: (search(state, key), None if exact is None else exact(state, key))
+
+        return self._entry("analyse", game, spec, build)
+
+    def statuses(self) -> list[dict]:
+        with self._lock:
+            return [dict(e.describe(), kind=kind) for (kind, _, _), e in self._entries.items()]

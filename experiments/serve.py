@@ -1,0 +1,49 @@
+"""Serve the web app: play, watch and analyse games in the browser.
+
+    python experiments/serve.py                          # http://127.0.0.1:8000
+    python experiments/serve.py --agent mcts-200 --port 8080
+
+The default opponent is ``champion`` when it is registered, else the strongest agent
+shipped. From a remote machine: ``ssh -L 8000:localhost:8000 host``, then open
+http://localhost:8000 locally. Needs the ``web`` extra (``pip install -e ".[web]"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Serve the web app (play, watch, analyse, records).")
+    parser.add_argument("--agent", default=None,
+                        help="default opponent, any registry spec (default: champion if registered, "
+                             "else the strongest shipped agent)")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    parser.add_argument("--ttl-minutes", type=float, default=60.0, help="idle games expire after this long")
+    parser.add_argument("--max-games", type=int, default=500, help="games kept at most (oldest idle go first)")
+    args = parser.parse_args(argv)
+    try:
+        import uvicorn
+    except ImportError:
+        print('error: the web app needs its extra: pip install -e ".[web]"', file=sys.stderr)
+        return 2
+    from beastybar_jax.training.compilation import enable_compilation_cache
+    from beastybar_jax.web.app import create_app
+    from beastybar_jax.web.engine import AgentUnavailable
+
+    enable_compilation_cache()  # agents compile once, not at every start
+    try:
+        app = create_app(args.agent, ttl_seconds=args.ttl_minutes * 60, max_games=args.max_games)
+    except (AgentUnavailable, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"Serving on http://{args.host}:{args.port}  (default opponent: {app.state.defaults['beastybar']}; "
+          "Ctrl-C stops)", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
