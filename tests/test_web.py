@@ -1,0 +1,252 @@
+"""The web app's API (FastAPI's TestClient, no browser): honest information in live
+games, 4xx JSON errors for bad input (and the server keeps serving), many games with
+expiry, records that download, load and replay, tic-tac-toe through the same routes,
+and analysis with search values and exact endgame results."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import jax
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from beastybar_jax.endgame import is_solvable  # noqa: E402
+from beastybar_jax.game import cards as C  # noqa: E402
+from beastybar_jax.games import get_game  # noqa: E402
+from beastybar_jax.playing import RecordError, replay  # noqa: E402
+from beastybar_jax.web import views  # noqa: E402
+from beastybar_jax.web.app import create_app  # noqa: E402
+from beastybar_jax.web.store import GameStore, Session  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    app = create_app("random", warm=False)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        c.app_state = app.state
+        yield c
+
+
+def until_done(client, response, timeout=600):
+    """Poll a 202 (compiling) answer of ``advance``/``analyse`` until it is done."""
+    deadline = time.monotonic() + timeout
+    while response.status_code == 202:
+        assert time.monotonic() < deadline, "still compiling"
+        time.sleep(0.2)
+        response = client.post(response.request.url.path, content=response.request.content,
+                               headers={"content-type": "application/json"})
+    return response
+
+
+def strings(tree):
+    """Every string (keys included) in a JSON tree."""
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            yield k
+            yield from strings(v)
+    elif isinstance(tree, list):
+        for v in tree:
+            yield from strings(v)
+    elif isinstance(tree, str):
+        yield tree
+
+
+def opponent_cards(tree, opponent):
+    """(species) of every card object owned by ``opponent`` anywhere in a JSON tree."""
+    if isinstance(tree, dict):
+        if tree.get("owner") == opponent and "species" in tree:
+            yield tree["species"]
+        for v in tree.values():
+            yield from opponent_cards(v, opponent)
+    elif isinstance(tree, list):
+        for v in tree:
+            yield from opponent_cards(v, opponent)
+
+
+def check_honest(view, true_state, human, shown_state=None):
+    """Nothing in a live game's answer tells the opponent's cards still hidden in
+    ``true_state`` (now), or a deck order. ``shown_state``: the state the answer's table
+    shows (default: now)."""
+    shown_state = true_state if shown_state is None else shown_state
+    opponent = 1 - human
+    on_table = set()
+    for mask in (true_state.bar[opponent], true_state.thats_it[opponent]):
+        on_table |= set(np.flatnonzero(np.asarray(mask)).tolist())
+    on_table |= {int(c) - opponent * C.NUM_SPECIES for c in np.asarray(true_state.queue)
+                 if c >= 0 and int(c) // C.NUM_SPECIES == opponent}
+    hidden = set(np.flatnonzero(np.asarray(true_state.hand[opponent])).tolist())
+    hidden |= {int(s) for s in np.asarray(true_state.deck[opponent]) if s >= 0}
+    assert set(opponent_cards(view, opponent)) <= on_table  # only cards the human has seen played
+    text = "\n".join(strings(view))
+    for species in hidden:
+        assert f"{C.SPECIES_NAMES[species]} (opponent's)" not in text
+    assert "deck" not in {k for k in strings(view) if k == "deck"}  # deck orders are never sent
+    if "table" in view:
+        opp = view["table"]["players"][opponent]
+        assert opp["hand"] is None and opp["hand_count"] == int(np.asarray(shown_state.hand[opponent]).sum())
+        assert view["seed"] is None  # the deal seed would give every card away
+
+
+def test_a_full_game_reveals_nothing_until_it_ends(client):
+    response = client.post("/api/games", json={"mode": "play", "agent": "random", "seat": "second"})
+    assert response.status_code == 200, response.text
+    view = response.json()
+    session = client.app_state.store.get(view["id"])
+    human = view["human"]
+    checked = 0
+    rng = np.random.default_rng(0)
+    while not view["finished"]:
+        check_honest(view, session.state, human)
+        assert json.dumps(view).count('"hand": [') == 1  # the human's own hand only
+        if view["waiting_for"] == "human":
+            assert view["legal"], view
+            action = int(rng.choice([m["action"] for m in view["legal"]]))
+            response = client.post(f"/api/games/{view['id']}/move", json={"action": action, "ply": view["ply"]})
+        else:
+            assert view["legal"] == []  # the opponent's legal moves would tell their hand
+            response = until_done(client, client.post(f"/api/games/{view['id']}/advance", json={"ply": view["ply"]}))
+        assert response.status_code == 200, response.text
+        for ply in range(view["ply"] + 1):  # looking back reveals nothing either
+            if ply % 5 == 0 and not response.json()["finished"]:
+                past = client.get(f"/api/games/{view['id']}?ply={ply}").json()
+                check_honest(past, session.state, human, shown_state=session.states[ply])
+        view = response.json()
+        checked += 1
+    assert checked == view["ply"] >= 20 and view["result"]["text"].startswith(("You win", "You lose", "Draw"))
+    # Over: everything is shown, the record replays to the same end.
+    assert all(p["hand"] is not None for p in view["table"]["players"]) and view["seed"] is not None
+    record = client.get(f"/api/games/{view['id']}/record").json()
+    states = replay(record)
+    assert np.array_equal(np.asarray(states[-1].bar), np.asarray(session.state.bar))
+    assert record["result"] == [float(r) for r in np.asarray(session.state.rewards)]
+
+
+def test_views_depend_only_on_what_the_viewer_knows():
+    """Any world ``sample_world`` draws for the viewer gives the same table and moves."""
+    game = get_game("beastybar")
+    step = jax.jit(game.step)
+    key = jax.random.key(1)
+    state = game.init(key)
+    for turn in range(14):
+        key, k1, k2 = jax.random.split(key, 3)
+        viewer = int(state.current_player)
+        world = jax.device_get(game.sample_world(state, viewer, k1))
+        assert views.table(game, jax.device_get(state), viewer) == views.table(game, world, viewer)
+        legal = [int(a) for a in np.flatnonzero(np.asarray(game.legal_action_mask(state)))]
+        assert views.legal_moves(game, state, legal, viewer) == views.legal_moves(game, world, legal, viewer)
+        state = step(state, int(jax.random.choice(k2, np.array(legal))))
+
+
+@pytest.mark.parametrize("method, path, body, status, words", [
+    ("post", "/api/games", {"mode": "play", "agent": "no-such-agent"}, 422, "unknown agent"),
+    ("post", "/api/games", {"game": "tictactoe", "agent": "heuristic"}, 422, "plays beastybar only"),
+    ("post", "/api/games", {"game": "chess"}, 422, "unknown game"),
+    ("post", "/api/games", {"seat": "middle"}, 422, "seat"),
+    ("post", "/api/games", {"seed": -1}, 422, "seed"),
+    ("post", "/api/games", {"colour": "red"}, 422, "colour"),
+    ("post", "/api/games", "{not json", 422, "malformed"),
+    ("get", "/api/games/nope", None, 404, "unknown game 'nope'"),
+    ("post", "/api/games/nope/move", {"action": 1}, 404, "unknown game"),
+    ("post", "/api/records", {"record": {"game": "beastybar", "seed": 1, "moves": [99]}}, 422, "not legal"),
+    ("post", "/api/records", {"record": {"game": "beastybar"}}, 422, "lacks seed, moves"),
+    ("get", "/api/no/such/route", None, 404, "Not Found"),
+])
+def test_bad_requests_get_a_4xx_json_error_and_the_server_goes_on(client, method, path, body, status, words):
+    kwargs = {}
+    if isinstance(body, str):
+        kwargs = {"content": body, "headers": {"content-type": "application/json"}}
+    elif body is not None:
+        kwargs = {"json": body}
+    response = getattr(client, method)(path, **kwargs)
+    assert response.status_code == status, response.text
+    assert words in response.json()["error"]
+    assert client.get("/api/info").status_code == 200  # still serving
+
+
+def test_moves_out_of_turn_illegal_or_stale_are_refused(client):
+    view = client.post("/api/games", json={"game": "tictactoe", "agent": "random", "seat": "second"}).json()
+    gid = view["id"]
+    out_of_turn = client.post(f"/api/games/{gid}/move", json={"action": 4})
+    assert out_of_turn.status_code == 409 and "not your turn" in out_of_turn.json()["error"]
+    view = until_done(client, client.post(f"/api/games/{gid}/advance", json={"ply": 0})).json()
+    taken = next(i for i, c in enumerate(view["table"]["cells"]) if c["mark"])
+    illegal = client.post(f"/api/games/{gid}/move", json={"action": taken, "ply": 1})
+    assert illegal.status_code == 422 and "illegal move" in illegal.json()["error"]
+    assert client.post(f"/api/games/{gid}/move", json={"action": "b2"}).status_code == 422
+    stale = client.post(f"/api/games/{gid}/move", json={"action": view["legal"][0]["action"], "ply": 0})
+    assert stale.status_code == 409 and "moved on" in stale.json()["error"]
+    again = client.post(f"/api/games/{gid}/advance", json={"ply": 1})
+    assert again.status_code == 409 and "your turn" in again.json()["error"]
+    assert client.get(f"/api/games/{gid}/record").status_code == 409  # live: the record waits for the end
+    assert client.get(f"/api/games/{gid}?ply=7").status_code == 422
+
+
+def test_games_expire_and_the_store_stays_bounded():
+    game = get_game("tictactoe")
+    store = GameStore(ttl_seconds=0.05, max_games=3)
+
+    def new():
+        return store.add(Session(id=store.new_id(), game=game, mode="watch", seed=0, seed_chosen=True,
+                                 players=["random", "random"], human=None, states=[game.init(jax.random.key(0))]))
+
+    ids = [new().id for _ in range(5)]
+    assert len(store) == 3 and store.get(ids[-1])  # the oldest went first
+    time.sleep(0.1)
+    new()
+    assert len(store) == 1
+    with pytest.raises(Exception, match="unknown game"):
+        store.get(ids[-1])
+
+
+def test_watch_records_and_tictactoe_analysis(client):
+    view = client.post("/api/games", json={"game": "tictactoe", "mode": "watch", "agents": ["random", "minimax"],
+                                           "seed": 7}).json()
+    while not view["finished"]:
+        view = until_done(client, client.post(f"/api/games/{view['id']}/advance", json={"ply": view["ply"]})).json()
+    assert view["history"] and view["table"]["kind"] == "board"
+    record = client.get(f"/api/games/{view['id']}/record").json()
+    assert record["players"] == ["random", "minimax"] and record["moves"] == [h["action"] for h in view["history"]]
+    loaded = client.post("/api/records", json={"record": record}).json()
+    assert loaded["mode"] == "replay" and loaded["table"] == view["table"] and loaded["id"] != view["id"]
+    first = client.get(f"/api/games/{loaded['id']}?ply=0").json()
+    assert all(c["mark"] is None for c in first["table"]["cells"])
+    # Analysis of the first position: the minimax agent has no search, so MCTS analyses;
+    # the exact column is perfect play's.
+    analysis = until_done(client, client.post(f"/api/games/{loaded['id']}/analyse", json={"ply": 0}))
+    assert analysis.status_code == 200, analysis.text
+    a = analysis.json()
+    assert a["analyst"] == "mcts-200" and len(a["moves"]) == 9
+    assert sum(m["visits"] for m in a["moves"]) == 200
+    assert a["exact"]["result"] == 0 and all(m["exact_result"] == 0 for m in a["moves"])  # every first move draws
+    with pytest.raises(RecordError, match="after the end"):
+        replay(dict(record, moves=record["moves"] + [0]))
+
+
+def test_beastybar_endgame_analysis_is_exact_and_live_analysis_is_yours(client):
+    view = client.post("/api/games", json={"mode": "watch", "agents": ["random", "random"], "seed": 11}).json()
+    while not view["finished"]:
+        view = until_done(client, client.post(f"/api/games/{view['id']}/advance", json={"ply": view["ply"]})).json()
+    session = client.app_state.store.get(view["id"])
+    ply = next(i for i, s in enumerate(session.states) if bool(is_solvable(s)))
+    a = until_done(client, client.post(f"/api/games/{view['id']}/analyse", json={"ply": ply, "analyst": "mcts-8"}))
+    assert a.status_code == 200, a.text
+    a = a.json()
+    assert a["exact"] is not None and a["search"]["simulations"] == 8
+    best = max(m["exact_margin"] for m in a["moves"])
+    assert best == a["exact"]["margin"]  # the position's margin is its best move's
+    over = client.post(f"/api/games/{view['id']}/analyse", json={"ply": view["ply"]})
+    assert over.status_code == 409
+    # In a live game: your own turn only, searched on worlds drawn from your side.
+    live = client.post("/api/games", json={"mode": "play", "agent": "random", "seat": "second", "seed": 3}).json()
+    theirs = client.post(f"/api/games/{live['id']}/analyse", json={"ply": 0, "analyst": "mcts-8"})
+    assert theirs.status_code == 409 and "your own turns" in theirs.json()["error"]
+    live = until_done(client, client.post(f"/api/games/{live['id']}/advance", json={"ply": 0})).json()
+    mine = until_done(client, client.post(f"/api/games/{live['id']}/analyse", json={"analyst": "mcts-8"})).json()
+    assert mine["information"].startswith("your view") and {m["action"] for m in mine["moves"]} == {
+        m["action"] for m in live["legal"]}
+    check_honest(mine, client.app_state.store.get(live["id"]).state, live["human"])
