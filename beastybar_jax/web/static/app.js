@@ -235,10 +235,12 @@ async function stepTo(ply) {
   if (!G) return;
   await guarded(async () => {
     if (ply > G.ply && !G.finished && G.waiting_for === "agent") {
-      const { status, data } = await api("POST", `/api/games/${G.id}/advance`, { ply: G.ply });
-      render(data);
-      if (status === 202) await sleep(500);
-      return;
+      for (;;) {  // 202: the agent is still compiling (the page says so); ask again
+        const { status, data } = await api("POST", `/api/games/${G.id}/advance`, { ply: G.ply });
+        render(data);
+        if (status !== 202) return;
+        await sleep(500);
+      }
     }
     ply = Math.max(0, Math.min(ply, G.ply));
     render((await api("GET", `/api/games/${G.id}?ply=${ply}`)).data);
