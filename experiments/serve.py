@@ -23,6 +23,7 @@ def main(argv=None) -> int:
     parser.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
     parser.add_argument("--ttl-minutes", type=float, default=60.0, help="idle games expire after this long")
     parser.add_argument("--max-games", type=int, default=500, help="games kept at most (oldest idle go first)")
+    parser.add_argument("--check", action="store_true", help="build the app (check --agent) and exit without serving")
     args = parser.parse_args(argv)
     try:
         import uvicorn
@@ -35,10 +36,13 @@ def main(argv=None) -> int:
 
     enable_compilation_cache()  # agents compile once, not at every start
     try:
-        app = create_app(args.agent, ttl_seconds=args.ttl_minutes * 60, max_games=args.max_games)
+        app = create_app(args.agent, ttl_seconds=args.ttl_minutes * 60, max_games=args.max_games, warm=not args.check)
     except (AgentUnavailable, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.check:
+        print(f"ok: default agents {app.state.defaults}")
+        return 0
     print(f"Serving on http://{args.host}:{args.port}  (default opponent: {app.state.defaults['beastybar']}; "
           "Ctrl-C stops)", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")

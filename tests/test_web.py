@@ -5,7 +5,11 @@ and analysis with search values and exact endgame results."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import pathlib
+import re
+import shlex
 import time
 
 import jax
@@ -22,6 +26,9 @@ from beastybar_jax.playing import RecordError, replay  # noqa: E402
 from beastybar_jax.web import views  # noqa: E402
 from beastybar_jax.web.app import create_app  # noqa: E402
 from beastybar_jax.web.store import GameStore, Session  # noqa: E402
+
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -251,3 +258,63 @@ def test_beastybar_endgame_analysis_is_exact_and_live_analysis_is_yours(client):
     assert mine["information"].startswith("your view") and {m["action"] for m in mine["moves"]} == {
         m["action"] for m in live["legal"]}
     check_honest(mine, client.app_state.store.get(live["id"]).state, live["human"])
+
+
+def _script(name):
+    """An ``experiments/`` command line as a module (they are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"_{name}", REPO / "experiments" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_play_py_tells_a_record(client, tmp_path):
+    view = client.post("/api/games", json={"game": "tictactoe", "mode": "watch", "agents": ["minimax", "minimax"],
+                                           "seed": 1}).json()
+    while not view["finished"]:
+        view = until_done(client, client.post(f"/api/games/{view['id']}/advance", json={})).json()
+    path = tmp_path / "game.json"
+    path.write_text(json.dumps(client.get(f"/api/games/{view['id']}/record").json()))
+    printed = []
+    assert _script("play").main(["--replay", str(path)], print_fn=printed.append) == 0
+    assert len([line for line in printed if line.startswith("P0 plays") or line.startswith("P1 plays")]) == 9
+    assert "game over: draw" in "\n".join(printed)  # perfect play draws
+    path.write_text('{"game": "tictactoe", "seed": 1, "moves": [4, 4]}')
+    printed.clear()
+    assert _script("play").main(["--replay", str(path)], print_fn=printed.append) == 2
+    assert "move 2" in printed[0] and "not legal" in printed[0]
+
+
+def test_the_default_agent_is_the_champion_once_registered(monkeypatch):
+    from beastybar_jax.agents import make_agent
+    from beastybar_jax.web import engine
+    from beastybar_jax.web.app import default_agent
+
+    try:
+        make_agent("champion")
+        registered = True
+    except ValueError:
+        registered = False
+    assert default_agent("beastybar") == ("champion" if registered else "solver+outcome_heuristic")
+    assert default_agent("tictactoe") == "minimax"
+    monkeypatch.setattr(engine, "make_agent", lambda spec, game=None: make_agent(
+        "random" if spec == "champion" else spec, game=game))
+    assert default_agent("beastybar") == "champion"
+
+
+def serve_commands():
+    commands = []
+    for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for line in path.read_text().splitlines():
+            if re.match(r"^python experiments/serve\.py", line.strip()):
+                commands.append(re.sub(r"\s+#.*$", "", line.strip()))
+    return commands
+
+
+@pytest.mark.parametrize("command", serve_commands())
+def test_documented_serve_commands_build_their_app(command):
+    import tiny_training
+
+    argv = shlex.split(command)[2:]
+    argv = [re.sub(r"runs/\w+", str(tiny_training.full_run()["run_dir"]), word) for word in argv]
+    assert _script("serve").main(argv + ["--check"]) == 0
