@@ -25,6 +25,7 @@ from beastybar_jax.games import get_game  # noqa: E402
 from beastybar_jax.playing import RecordError, replay  # noqa: E402
 from beastybar_jax.web import views  # noqa: E402
 from beastybar_jax.web.app import create_app  # noqa: E402
+from beastybar_jax.web.engine import AgentPool  # noqa: E402
 from beastybar_jax.web.store import GameStore, Session  # noqa: E402
 
 
@@ -208,6 +209,12 @@ def test_games_expire_and_the_store_stays_bounded():
     assert len(store) == 1
     with pytest.raises(Exception, match="unknown game"):
         store.get(ids[-1])
+    pool = AgentPool(max_compiled=1)  # compiled agents are bounded too
+    first = pool.agent(game, "random")
+    assert pool.agent(game, "random") is first
+    pool.agent(game, "minimax")
+    assert [e["spec"] for e in pool.statuses()] == ["minimax"] and pool.agent(game, "random") is not first
+    pool.shutdown()
 
 
 def test_watch_records_and_tictactoe_analysis(client):

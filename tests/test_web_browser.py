@@ -52,9 +52,13 @@ def server():
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    webdriver = pytest.importorskip("selenium.webdriver")
-    if not (CHROMIUM and DRIVER):
-        message = "no chromium/chromedriver: apt-get install chromium chromium-driver"
+    try:
+        from selenium import webdriver
+    except ImportError:
+        webdriver = None
+    if webdriver is None or not (CHROMIUM and DRIVER):
+        message = ("no selenium (pip install -e '.[dev]')" if webdriver is None
+                   else "no chromium/chromedriver: apt-get install chromium chromium-driver")
         if _in_ci():
             pytest.fail(message + " (CI=true: the browser tests must run)")
         pytest.skip(message)
@@ -99,6 +103,7 @@ def body(driver, name):
 
 def test_a_whole_game_by_clicks(browser, server):
     open_page(browser, server, "play")
+    assert by_id(browser, "panel-play").is_displayed() and not by_id(browser, "panel-watch").is_displayed()
     choose(browser, "play-game", "tictactoe")
     choose(browser, "play-seat", "first")
     by_id(browser, "play-seed").send_keys("4")

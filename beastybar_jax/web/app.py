@@ -243,9 +243,8 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
         mover = int(state.current_player)
         if live and mover != human:
             raise ApiError(409, "during a game you can analyse your own turns only")
-        spec = body.analyst or next((p for p in session.players if p != HUMAN), defaults[session.game.name])
-        if session.mode == "watch" and body.analyst is None:
-            spec = session.players[mover]
+        spec = body.analyst or {"play": next((p for p in session.players if p != HUMAN), None),
+                                "watch": session.players[mover]}.get(session.mode) or defaults[session.game.name]
         entry = compiled("analyse", session.game, spec)
         if entry.status == "compiling":
             return JSONResponse(status_code=202, content={"status": "compiling", "analyst": entry.spec})

@@ -10,11 +10,12 @@ result and margin.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 import threading
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -108,9 +109,10 @@ _EXACT = {"beastybar": _beastybar_exact, "tictactoe": _tictactoe_exact}
 class AgentPool:
     """Compiled agents and analysts by (game, spec); compiles in the background."""
 
-    def __init__(self, workers: int = 1):
+    def __init__(self, workers: int = 1, max_compiled: int = 32):
+        self.max_compiled = int(max_compiled)
         self._agents: dict[tuple[str, str], Agent] = {}
-        self._entries: dict[tuple[str, str, str], Compiled] = {}
+        self._entries: collections.OrderedDict[tuple[str, str, str], Compiled] = collections.OrderedDict()
         self._lock = threading.Lock()
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="compile")
 
@@ -130,8 +132,8 @@ class AgentPool:
             agent = make_agent(spec.strip(), game=game)
         except AgentSpecError as e:
             raise AgentUnavailable(str(e)) from None
-        except (ValueError, OSError) as e:  # checkpoints: missing, unreadable, another game's
-            raise AgentUnavailable(f"agent {spec!r}: {e}") from None
+        except Exception as e:  # noqa: BLE001 -- checkpoints: missing, unreadable, another game's
+            raise AgentUnavailable(f"agent {spec!r} cannot be loaded: {type(e).__name__}: {e}") from None
         with self._lock:
             return self._agents.setdefault(key, agent)
 
@@ -140,8 +142,13 @@ class AgentPool:
         key = (kind, game.name, spec.strip())
         with self._lock:
             if key in self._entries:
+                self._entries.move_to_end(key)
                 return self._entries[key]
             entry = self._entries[key] = Compiled(game=game, spec=spec.strip(), agent=agent)
+            # Bounded: the least recently used compiled functions go (compiled again if asked for).
+            while len(self._entries) > self.max_compiled:
+                old_key, _ = self._entries.popitem(last=False)
+                self._agents.pop(old_key[1:], None)
         self._executor.submit(self._compile, entry, build)
         return entry
 

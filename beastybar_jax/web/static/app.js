@@ -119,7 +119,7 @@ function drawBeastyBar(table) {
       });
     }
     side.append(el("div", { class: "zone" }, el("div", { class: "score", text: `${seatName(seat)}: ${p.points} points` }),
-      el("div", { class: "count", text: `deck: ${p.deck_count} cards` })));
+      el("div", { class: "count", text: `deck: ${p.deck_count} card${p.deck_count === 1 ? "" : "s"}` })));
     side.append(zone(p.hand === null ? "hand (hidden)" : "hand", hand));
     side.append(zone("bar", p.bar.map((c) => cardSvg(c)), true));
     side.append(zone("THAT'S IT", p.thats_it.map((c) => cardSvg(c)), true));
@@ -151,8 +151,9 @@ function drawBoard(table) {
 }
 
 function statusText() {
-  if (G.finished) return `Game over: ${G.result.text}`;
-  if (G.viewing !== G.ply) return `Move ${G.viewing} of ${G.ply} (press \u201cnow\u201d to return)`;
+  if (G.finished) return (G.viewing !== G.ply ? `Position after move ${G.viewing} of ${G.ply}. ` : "") +
+    `Game over: ${G.result.text}`;
+  if (G.viewing !== G.ply) return `Position after move ${G.viewing} of ${G.ply} (press \u201cnow\u201d to return)`;
   if (G.waiting_for === "human") return "Your move: click a card" + (G.game === "tictactoe" ? " (a cell)" : "");
   const status = G.agent_status;
   if (status && status.status === "compiling") {
