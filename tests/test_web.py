@@ -10,6 +10,7 @@ import json
 import pathlib
 import re
 import shlex
+import threading
 import time
 
 import jax
@@ -325,3 +326,24 @@ def test_documented_serve_commands_build_their_app(command):
     argv = shlex.split(command)[2:]
     argv = [re.sub(r"runs/\w+", str(tiny_training.full_run()["run_dir"]), word) for word in argv]
     assert _script("serve").main(argv + ["--check"]) == 0
+
+
+def test_while_the_agent_compiles_the_answer_says_so(monkeypatch):
+    gate = threading.Event()
+    compile_now = AgentPool._compile
+
+    def held_back(entry, build):
+        gate.wait(120)
+        compile_now(entry, build)
+
+    monkeypatch.setattr(AgentPool, "_compile", staticmethod(held_back))
+    with TestClient(create_app("random", warm=False)) as c:
+        view = c.post("/api/games", json={"game": "tictactoe", "agent": "random", "seat": "second"}).json()
+        assert view["waiting_for"] == "agent" and view["agent_status"]["status"] == "compiling"
+        response = c.post(f"/api/games/{view['id']}/advance", json={"ply": 0})
+        assert response.status_code == 202 and response.json()["ply"] == 0
+        assert response.json()["agent_status"] == {"spec": "random", "game": "tictactoe", "status": "compiling",
+                                                   "error": "", "compile_seconds": 0.0}
+        gate.set()
+        response = until_done(c, response)
+        assert response.status_code == 200 and response.json()["ply"] == 1
