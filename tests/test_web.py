@@ -155,6 +155,8 @@ def test_views_depend_only_on_what_the_viewer_knows():
     ("post", "/api/games", {"mode": "play", "agent": "no-such-agent"}, 422, "unknown agent"),
     ("post", "/api/games", {"game": "tictactoe", "agent": "heuristic"}, 422, "plays beastybar only"),
     ("post", "/api/games", {"game": "chess"}, 422, "unknown game"),
+    ("post", "/api/games", {"agent": "mcts-99999999"}, 422, "at most 10000"),
+    ("post", "/api/games", {"agent": "checkpoint:/no/such/run"}, 422, "no/such/run"),
     ("post", "/api/games", {"seat": "middle"}, 422, "seat"),
     ("post", "/api/games", {"seed": -1}, 422, "seed"),
     ("post", "/api/games", {"colour": "red"}, 422, "colour"),

@@ -29,6 +29,8 @@ from beastybar_jax.tictactoe.minimax import board_index, minimax_table
 
 # Analysis of an agent without a search of its own (a heuristic): plain MCTS.
 FALLBACK_ANALYST = "mcts-200"
+# Simulations (x worlds) per move at most: a search tree is allocated per simulation.
+MAX_SIMULATIONS = 10_000
 
 
 class AgentUnavailable(ValueError):
@@ -134,6 +136,10 @@ class AgentPool:
             raise AgentUnavailable(str(e)) from None
         except Exception as e:  # noqa: BLE001 -- checkpoints: missing, unreadable, another game's
             raise AgentUnavailable(f"agent {spec!r} cannot be loaded: {type(e).__name__}: {e}") from None
+        search = agent.search_setup.search if agent.search_setup is not None else None
+        if search is not None and search.num_simulations * search.num_determinizations > MAX_SIMULATIONS:
+            raise AgentUnavailable(f"agent {spec!r} searches {search.num_simulations} x {search.num_determinizations} "
+                                   f"simulations per move; the web app allows at most {MAX_SIMULATIONS}")
         with self._lock:
             return self._agents.setdefault(key, agent)
 

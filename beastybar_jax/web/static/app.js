@@ -46,7 +46,8 @@ function cardSvg(card, extra = {}) {
     "stroke-width": 3 }));
   svg.append(el("svg:rect", { x: 4, y: 4, width: 56, height: 20, rx: 4, fill: seatColor(card.owner) }));
   svg.append(el("svg:text", { x: 8, y: 19, "font-size": 15, "font-weight": "bold", fill: "#fff", text: card.strength }));
-  svg.append(el("svg:text", { x: 32, y: 54, "font-size": 11, "text-anchor": "middle", fill: "#1d1d1f", text: card.name }));
+  svg.append(el("svg:text", { x: 32, y: 54, "font-size": card.name.length > 8 ? 9.5 : 11, "text-anchor": "middle",
+    fill: "#1d1d1f", text: card.name }));
   for (let i = 0; i < card.points; i++) {  // one dot per point
     svg.append(el("svg:circle", { cx: 12 + i * 9, cy: 78, r: 3.3, fill: "#d9a21b", stroke: "#7a5a0c" }));
   }
@@ -271,7 +272,7 @@ const RESULT = { 1: "win", 0: "draw", [-1]: "loss" };
 
 function renderAnalysis(a) {
   const box = $("analysis");
-  const head = [`Analysis of move ${a.ply} (${seatName(a.mover)} to move) by ${a.analyst}`];
+  const head = [`Analysis of the position after move ${a.ply} (${seatName(a.mover)} to move) by ${a.analyst}`];
   if (a.search) head.push(`search: ${a.search.simulations} simulations x ${a.search.worlds} world(s), value ` +
     `${signed(a.search.value)}, would play ${a.search.choice_label}`);
   if (a.exact) head.push(`solved exactly: ${RESULT[a.exact.result]} by ${signed(a.exact.margin, 0)} points under best play`);
