@@ -232,14 +232,21 @@ def test_watch_records_and_tictactoe_analysis(client):
     assert loaded["mode"] == "replay" and loaded["table"] == view["table"] and loaded["id"] != view["id"]
     first = client.get(f"/api/games/{loaded['id']}?ply=0").json()
     assert all(c["mark"] is None for c in first["table"]["cells"])
-    # Analysis of the first position: the minimax agent has no search, so MCTS analyses;
-    # the exact column is perfect play's.
-    analysis = until_done(client, client.post(f"/api/games/{loaded['id']}/analyse", json={"ply": 0}))
+    # Analysis of the first position; the exact column is perfect play's. (The minimax
+    # agent has no search of its own: it would be analysed by MCTS.)
+    pool = client.app_state.pool
+    assert pool.analyst_spec(get_game("tictactoe"), "minimax") == "mcts-200"
+    assert pool.analyst_spec(get_game("tictactoe"), "mcts-16") == "mcts-16"
+    analysis = until_done(client, client.post(f"/api/games/{loaded['id']}/analyse",
+                                              json={"ply": 0, "analyst": "mcts-16"}))
     assert analysis.status_code == 200, analysis.text
     a = analysis.json()
-    assert a["analyst"] == "mcts-200" and len(a["moves"]) == 9
-    assert sum(m["visits"] for m in a["moves"]) == 200
+    assert a["analyst"] == "mcts-16" and len(a["moves"]) == 9 and not a["learned_prior"]
+    assert sum(m["visits"] for m in a["moves"]) == 16 and a["moves"][0]["visits"] >= a["moves"][-1]["visits"]
     assert a["exact"]["result"] == 0 and all(m["exact_result"] == 0 for m in a["moves"])  # every first move draws
+    partial = client.post("/api/records", json={"record": dict(record, moves=record["moves"][:2])}).json()
+    assert partial["ply"] == 2 and not partial["finished"] and partial["waiting_for"] is None
+    assert client.post(f"/api/games/{partial['id']}/advance", json={}).status_code == 409
     with pytest.raises(RecordError, match="after the end"):
         replay(dict(record, moves=record["moves"] + [0]))
 

@@ -211,8 +211,8 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
     def advance(game_id: str, body: schemas.Advance | None = None):
         session = store.get(game_id)
         with session.lock:
-            if session.finished:
-                raise ApiError(409, "the game is over")
+            if session.finished or session.mode == "replay":
+                raise ApiError(409, "the game is over" if session.finished else "a loaded record is not played on")
             stale(session, body.ply if body else None)
             if session.waiting_for() != "agent":
                 raise ApiError(409, "it is your turn, not the agent's")

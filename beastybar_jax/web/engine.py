@@ -173,11 +173,14 @@ class AgentPool:
         """The agent ``spec`` for ``game``; ``.function(state, key) -> action`` once ready."""
         return self._entry("act", game, spec, lambda agent: agent.act)
 
+    def analyst_spec(self, game: Game, spec: str) -> str:
+        """``spec`` if that agent has an evaluator to analyse with, else ``FALLBACK_ANALYST``."""
+        return spec.strip() if self.build(game, spec).search_setup is not None else FALLBACK_ANALYST
+
     def analyst(self, game: Game, spec: str) -> Compiled:
         """The analysis with ``spec``'s evaluator and search (``FALLBACK_ANALYST`` for an
         agent without them): ``.function(state, key) -> (search dict, exact dict or None)``."""
-        if self.build(game, spec).search_setup is None:
-            spec = FALLBACK_ANALYST
+        spec = self.analyst_spec(game, spec)
         exact = _EXACT.get(game.name)
 
         def build(agent):

@@ -74,7 +74,7 @@ class Session:
         return None if self.finished else int(self.state.current_player)
 
     def waiting_for(self) -> str | None:
-        if self.finished:
+        if self.finished or self.mode == "replay":  # a loaded record is stepped through, not played on
             return None
         return HUMAN if self.players[self.to_move] == HUMAN else "agent"
 
