@@ -37,7 +37,7 @@ from beastybar_jax.agents import agent_names, default_opponent
 from beastybar_jax.games import GAME_NAMES, UnknownGameError, get_game
 from beastybar_jax.playing import RecordError, deal, human_seat, legal_actions, move_text, replay
 from beastybar_jax.web import schemas
-from beastybar_jax.web.engine import AgentPool, AgentUnavailable
+from beastybar_jax.web.engine import AgentPool, AgentUnavailable, exact_applies
 from beastybar_jax.web.store import HUMAN, ApiError, GameStore, Session
 
 STATIC = pathlib.Path(__file__).resolve().parent / "static"
@@ -246,15 +246,20 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
         spec = body.analyst or {"play": next((p for p in session.players if p != HUMAN), None),
                                 "watch": session.players[mover]}.get(session.mode) or defaults[session.game.name]
         entry = compiled("analyse", session.game, spec)
-        if entry.status == "compiling":
-            return JSONResponse(status_code=202, content={"status": "compiling", "analyst": entry.spec})
-        if entry.status == "error":
-            raise ApiError(409, f"analyst {entry.spec} could not be compiled: {entry.error}")
+        # The exact solver only where it applies; it compiles once per game, for every analyst.
+        solver = pool.exact(session.game) if exact_applies(session.game, state) else None
+        for part, what in ((entry, f"the analysis with {entry.spec}"), (solver, "the exact endgame solver")):
+            if part is not None and part.status == "compiling":
+                return JSONResponse(status_code=202, content={"status": "compiling", "analyst": entry.spec,
+                                                              "compiling": what})
+            if part is not None and part.status == "error":
+                raise ApiError(409, f"{what} could not be compiled: {part.error}")
         key = jax.random.key(secrets.randbits(31))
         if live:  # only what the human knows: a world drawn from their side
             state = session.game.sample_world(state, human, jax.random.fold_in(key, 1))
         start = time.perf_counter()
-        search, exact = jax.device_get(entry.function(state, key))
+        search = jax.device_get(entry.function(state, key))
+        exact = None if solver is None else jax.device_get(solver.function(state, jax.random.fold_in(key, 2)))
         seconds = time.perf_counter() - start
         return _analysis(session, ply, state, mover, entry, search, exact, seconds, live)
 

@@ -43,7 +43,7 @@ class Compiled:
 
     game: Game
     spec: str
-    agent: Agent
+    agent: Agent | None  # None: the exact solver
     status: str = "compiling"  # compiling | ready | error
     error: str = ""
     compile_seconds: float = 0.0
@@ -105,7 +105,14 @@ def _tictactoe_exact(state, key):
             "action_margin": values, "action_exact": values > -2}
 
 
-_EXACT = {"beastybar": _beastybar_exact, "tictactoe": _tictactoe_exact}
+# game -> (applies(state) -> bool[], from what both players see; exact(state, key) -> dict)
+_EXACT = {"beastybar": (is_solvable, _beastybar_exact),
+          "tictactoe": (lambda state: ~state.terminated, _tictactoe_exact)}
+
+
+def exact_applies(game: Game, state) -> bool:
+    """Whether the game's exact solver can solve ``state`` (Beasty Bar: ``is_solvable``)."""
+    return game.name in _EXACT and bool(_EXACT[game.name][0](state))
 
 
 class AgentPool:
@@ -144,7 +151,7 @@ class AgentPool:
             return self._agents.setdefault(key, agent)
 
     def _entry(self, kind: str, game: Game, spec: str, build: Callable[[Agent], Callable]) -> Compiled:
-        agent = self.build(game, spec)
+        agent = self.build(game, spec) if spec else None
         key = (kind, game.name, spec.strip())
         with self._lock:
             if key in self._entries:
@@ -179,15 +186,17 @@ class AgentPool:
 
     def analyst(self, game: Game, spec: str) -> Compiled:
         """The analysis with ``spec``'s evaluator and search (``FALLBACK_ANALYST`` for an
-        agent without them): ``.function(state, key) -> (search dict, exact dict or None)``."""
-        spec = self.analyst_spec(game, spec)
-        exact = _EXACT.get(game.name)
+        agent without them): ``.function(state, key) -> dict`` (see ``_analysis_function``)."""
+        return self._entry("analyse", game, self.analyst_spec(game, spec),
+                           lambda agent: _analysis_function(game, agent))
 
-        def build(agent):
-            search = _analysis_function(game, agent)
-            return lambda state, key: (search(state, key), None if exact is None else exact(state, key))
-
-        return self._entry("analyse", game, spec, build)
+    def exact(self, game: Game) -> Compiled | None:
+        """The game's exact solver, shared by every analyst: ``.function(state, key) -> dict``
+        (``solved``, ``result``, ``margin`` and per action ``action_result``,
+        ``action_margin``, ``action_exact``); ``None`` for a game without one."""
+        if game.name not in _EXACT:
+            return None
+        return self._entry("exact", game, "", lambda agent: _EXACT[game.name][1])
 
     def statuses(self) -> list[dict]:
         with self._lock:

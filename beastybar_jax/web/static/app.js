@@ -305,7 +305,7 @@ function analyse() {
       const { status, data } = await api("POST", `/api/games/${G.id}/analyse`, body);
       if (status === 200) return renderAnalysis(data);
       $("analysis").replaceChildren(el("p", { class: "compiling", id: "analysis-compiling",
-        text: `Compiling the analysis with ${data.analyst} (once per analyst; this can take a minute)\u2026` }));
+        text: `Compiling ${data.compiling} (once; this can take a minute)\u2026` }));
       await sleep(1000);
     }
   });
