@@ -122,7 +122,7 @@ def test_benchmark_argument_errors_leave_the_results_alone(argv, expected, tmp_p
 
 def test_benchmark_never_times_zero_repeats():
     with pytest.raises(ValueError, match="repeats"):
-        benchmark.bench_env(batch_size=1, num_steps=1, repeats=0, with_observation=False)
+        benchmark.env.bench_env(batch_size=1, num_steps=1, repeats=0, with_observation=False)
 
 
 # ----------------------------------------------------------------------------- conformance tool
