@@ -133,7 +133,9 @@ def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, mo
     report = tmp_path / "results.json"
     assert evaluate.main(argv + ["--games", "4", "--plain", "--json", str(report)]) == 0
     out = capsys.readouterr().out
-    assert ("random" in out or "--endgames" in argv) and played
+    listed = [flag for flag in ("--opponents", "--round-robin") if flag in argv]
+    named = argv[argv.index(listed[0]) + 1].split(",") if listed else []
+    assert played and all(name in out for name in named), (named, out)
     assert len(json.loads(report.read_text())["results"]) == len(played)
 
 
@@ -269,6 +271,8 @@ def test_every_config_key_is_named_in_the_training_guide():
     assert len(keys) > 50, keys
     missing = [key for key in keys if f"`{key.rsplit('.', 1)[-1]}`" not in guide]
     assert missing == [], f"config keys not documented in docs/training.md: {missing}"
+    sections = {key.rsplit(".", 1)[0] for key in keys if "." in key}
+    assert [s for s in sorted(sections) if f"`{s}:`" not in guide] == [], "a config section is not named"
 
 
 def _slug(heading: str) -> str:
