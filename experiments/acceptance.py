@@ -134,11 +134,13 @@ def figure(name: str, value, unit: str = "", **context) -> dict:
     return row
 
 
-def benchmark_module():
-    sys.path.insert(0, EXPERIMENTS)
-    import benchmark
+def benchmarks():
+    """``experiments/bench/``: the benchmark subcommands' measuring functions (this script
+    runs from experiments/, so ``bench`` is importable as it is for benchmark.py)."""
+    from bench import env, ppo, search, selfplay
 
-    return benchmark
+    return dict(env=env.bench_env, search=search.bench_search, selfplay=selfplay.bench_selfplay,
+                ppo=ppo.bench_ppo)
 
 
 def run_cli(args: list[str], log, timeout: float) -> subprocess.CompletedProcess:
@@ -160,8 +162,7 @@ def run_cli(args: list[str], log, timeout: float) -> subprocess.CompletedProcess
 def part_conformance(s: dict, out: str, log) -> list[dict]:
     from beastybar_jax import conformance
 
-    corpus = CORPUS if os.path.exists(CORPUS) else os.path.join(os.path.dirname(REPO), "shared", "conformance",
-                                                                 os.path.basename(CORPUS))
+    corpus = CORPUS
     start = time.perf_counter()
     report = conformance.check(conformance.load_traces(str(corpus)))
     seconds = time.perf_counter() - start
@@ -171,10 +172,10 @@ def part_conformance(s: dict, out: str, log) -> list[dict]:
 
 
 def part_engine(s: dict, out: str, log) -> list[dict]:
-    bench = benchmark_module()
+    bench = benchmarks()
     for batch in s["engine_batches"]:
         for with_observation in (False, True):
-            r = bench.bench_env(batch, s["engine_steps"], s["repeats"], with_observation)
+            r = bench["env"](batch, s["engine_steps"], s["repeats"], with_observation)
             log(f"engine batch {batch} {r['variant']}: {r['steps_per_second']:.4g} steps/s, "
                 f"compile {r['compile_seconds']:.1f} s")
             name = "engine_mask_obs_steps_per_second" if with_observation else "engine_step_steps_per_second"
@@ -187,12 +188,12 @@ def part_engine(s: dict, out: str, log) -> list[dict]:
 def part_search(s: dict, out: str, log) -> list[dict]:
     from beastybar_jax.config import load_config
 
-    bench = benchmark_module()
+    bench = benchmarks()
     base = load_config(os.path.join(REPO, s["search_config"]))
     per_sim = {}
     for mctx, simulations in (("patched", s["search_sims"]), ("stock", s["stock_sims"])):
         for sims in simulations:
-            r = bench.bench_search(base, s["search_batch"], sims, "network", mctx, s["repeats"])
+            r = bench["search"](base, s["search_batch"], sims, "network", mctx, s["repeats"])
             per_sim[(mctx, sims)] = r["seconds_per_simulation"]
             log(f"search {mctx} batch {s['search_batch']} sims {sims}: {r['simulations_per_second']:.4g} sims/s, "
                 f"compile {r['compile_seconds']:.1f} s")
@@ -213,9 +214,9 @@ def part_search(s: dict, out: str, log) -> list[dict]:
 def part_learner(s: dict, out: str, log) -> list[dict]:
     from beastybar_jax.config import load_config
 
-    bench = benchmark_module()
+    bench = benchmarks()
     base = load_config(os.path.join(REPO, s["learner_config"]))
-    r = bench.bench_selfplay(base, s["learner_batch"], s["learner_sims"], base.alphazero.moves_per_iteration,
+    r = bench["selfplay"](base, s["learner_batch"], s["learner_sims"], base.alphazero.moves_per_iteration,
                              base.alphazero.updates_per_iteration, s["repeats"])
     log(f"learner: {r}")
     name = "learner_sims_per_second"
@@ -230,16 +231,16 @@ def part_learner(s: dict, out: str, log) -> list[dict]:
 def part_iteration(s: dict, out: str, log) -> list[dict]:
     from beastybar_jax.config import load_config
 
-    bench = benchmark_module()
+    bench = benchmarks()
     az = load_config(os.path.join(REPO, s["az_config"]))
-    r = bench.bench_selfplay(az, az.num_games, az.alphazero.search.num_simulations,
+    r = bench["selfplay"](az, az.num_games, az.alphazero.search.num_simulations,
                              az.alphazero.moves_per_iteration, az.alphazero.updates_per_iteration, s["repeats"])
     log(f"alphazero iteration: {r}")
     yield figure("alphazero_iteration_seconds", r["iteration_seconds"], "s", config=s["az_config"],
                  batch_size=az.num_games, simulations_per_second=r["simulations_per_second"],
                  compile_seconds=r["compile_seconds"], peak_device_memory_bytes=peak_memory_bytes())
     ppo = load_config(os.path.join(REPO, s["ppo_config"]), ["algorithm=ppo"])
-    p = bench.bench_ppo(ppo, s["ppo_batch"] or ppo.num_games, s["repeats"])
+    p = bench["ppo"](ppo, s["ppo_batch"] or ppo.num_games, s["repeats"])
     log(f"ppo iteration: {p}")
     yield figure("ppo_iteration_seconds", p["iteration_seconds"], "s", config=s["ppo_config"],
                  batch_size=s["ppo_batch"] or ppo.num_games, compile_seconds=p["compile_seconds"],
