@@ -4,6 +4,10 @@ Usage::
 
     python -m beastybar_jax.conformance FILE.jsonl.gz [--show 5]
 
+The repository's corpus is ``tests/data/reference_random_games.jsonl.gz``: 2,000 games of
+uniformly random legal moves recorded by the reference engine; docs/rules.md gives the
+rules and the trace format.
+
 All games of the file are replayed at once: one ``jax.jit`` of a ``lax.scan``
 over turns of a ``vmap`` over games. At every turn the player to move, the legal
 move set, queue (order and owners), bar, THAT'S IT, hands, deck sizes and the

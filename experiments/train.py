@@ -36,7 +36,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--dry-run", action="store_true",
                         help="load and validate the config, print it resolved, and exit without compiling")
     group = parser.add_argument_group(
-        "several processes (see README, 'GPUs and several hosts'); default: the environment "
+        "several processes (see docs/training.md, 'GPUs and several hosts'); default: the environment "
         "(JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID) or a cluster JAX detects")
     group.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address (implies distributed: true)")
     group.add_argument("--num-processes", type=int, metavar="N", help="processes in the run")

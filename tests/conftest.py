@@ -1,4 +1,4 @@
-"""Shared fixtures: the reference corpus and batched random play of the engine; the
+"""Shared fixtures: the reference corpus (tests/data/, described in docs/rules.md) and batched random play of the engine; the
 session's compilation cache; a per-file time summary.
 
 **Compilation cache.** Before anything compiles, the session turns on JAX's persistent
@@ -31,7 +31,7 @@ import pytest
 from beastybar_jax import game
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
-CORPUS = REPO_ROOT.parent / "shared" / "conformance" / "reference_random_games.jsonl.gz"
+CORPUS = REPO_ROOT / "tests" / "data" / "reference_random_games.jsonl.gz"
 
 
 def running_in_ci() -> bool:
@@ -86,13 +86,9 @@ def pytest_terminal_summary(terminalreporter):
 
 @pytest.fixture(scope="session")
 def corpus_path() -> str:
-    """Path of the shared reference corpus. Skips when it is missing, except under
-    ``CI=true`` where a missing corpus fails the test."""
-    if not CORPUS.is_file():
-        message = f"reference corpus not found at {CORPUS}"
-        if running_in_ci():
-            pytest.fail(message + " (CI=true: the corpus is required)")
-        pytest.skip(message)
+    """Path of the reference corpus: 2,000 random-play games recorded by the reference
+    engine (tests/data/, format in docs/rules.md). Part of the repository, so never skipped."""
+    assert CORPUS.is_file(), f"reference corpus missing: {CORPUS}"
     return str(CORPUS)
 
 

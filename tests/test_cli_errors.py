@@ -106,6 +106,10 @@ def test_evaluate_tables_are_not_cut_when_piped():
     (["env", "--repeats", "0"], "argument --repeats: must be at least 1, got 0"),
     (["selfplay", "--repeats", "0"], "argument --repeats: must be at least 1, got 0"),
     (["selfplay", "--moves", "0"], "argument --moves: must be at least 1, got 0"),
+    (["search", "--repeats", "0"], "argument --repeats: must be at least 1, got 0"),
+    (["ppo", "--config", TINY, "--set", "no_such_key=1"], "unknown config key 'no_such_key'"),
+    (["env", "--batch-sizes", "2^3,0"], "argument --batch-sizes: expected comma-separated integers >= 1"),
+    (["endgames", "--modes", "best,exact"], "argument --modes: expected comma-separated names from results, best"),
 ])
 def test_benchmark_argument_errors_leave_the_results_alone(argv, expected, tmp_path, capsys):
     """Rows 10 and 11: one line, exit code 2, and the results file is not touched
@@ -122,7 +126,7 @@ def test_benchmark_argument_errors_leave_the_results_alone(argv, expected, tmp_p
 
 def test_benchmark_never_times_zero_repeats():
     with pytest.raises(ValueError, match="repeats"):
-        benchmark.bench_env(batch_size=1, num_steps=1, repeats=0, with_observation=False)
+        benchmark.env.bench_env(batch_size=1, num_steps=1, repeats=0, with_observation=False)
 
 
 # ----------------------------------------------------------------------------- conformance tool

@@ -1,5 +1,7 @@
-"""Every command shown in README.md and docs/*.md is exercised here (or, for the
-Quickstart's install and test commands, by CI's ``.ci/run``).
+"""The docs match the code. Every command shown in README.md and docs/*.md is exercised
+here (or, for the Quickstart's install and test commands, by CI's ``.ci/run``); every
+config key is named in docs/training.md; every link resolves; the README's figures come
+from the pages that give their machine, date and command, and those pages give them.
 
 Commands are read from the fenced code blocks, so a renamed flag, config or file in
 the docs fails this test. Training commands run with ``--dry-run`` (config files and
@@ -131,7 +133,9 @@ def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, mo
     report = tmp_path / "results.json"
     assert evaluate.main(argv + ["--games", "4", "--plain", "--json", str(report)]) == 0
     out = capsys.readouterr().out
-    assert ("random" in out or "--endgames" in argv) and played
+    listed = [flag for flag in ("--opponents", "--round-robin") if flag in argv]
+    named = argv[argv.index(listed[0]) + 1].split(",") if listed else []
+    assert played and all(name in out for name in named), (named, out)
     assert len(json.loads(report.read_text())["results"]) == len(played)
 
 
@@ -241,13 +245,103 @@ def test_readme_python_snippet_runs(trained_run):
     assert namespace["agent"].name == "network"
 
 
-def test_ci_requires_the_conformance_corpus_and_the_readme_says_so():
-    """Issue 14, row 17: the conformance tests read ../shared; CI runs with CI=true so a
-    missing corpus fails instead of skipping."""
-    ci = (REPO / ".ci" / "run").read_text()
-    assert re.search(r"^export CI=true$", ci, re.M), ci
+GUIDES = ("training", "evaluating", "playing", "adding-a-game", "adding-an-algorithm", "architecture",
+          "performance", "strength", "rules")
+
+
+def _config_keys(cls, prefix=""):
+    """Dotted names of every field of a config dataclass and of its sections."""
+    import dataclasses
+
+    keys = []
+    for field in dataclasses.fields(cls):
+        section = field.default_factory if field.default_factory is not dataclasses.MISSING else None
+        if isinstance(section, type) and dataclasses.is_dataclass(section):
+            keys += _config_keys(section, f"{prefix}{field.name}.")
+        else:
+            keys.append(prefix + field.name)
+    return keys
+
+
+def test_every_config_key_is_named_in_the_training_guide():
+    from beastybar_jax.config import TrainConfig
+
+    guide = (REPO / "docs" / "training.md").read_text()
+    keys = _config_keys(TrainConfig)
+    assert len(keys) > 50, keys
+    missing = [key for key in keys if f"`{key.rsplit('.', 1)[-1]}`" not in guide]
+    assert missing == [], f"config keys not documented in docs/training.md: {missing}"
+    sections = {key.rsplit(".", 1)[0] for key in keys if "." in key}
+    assert [s for s in sorted(sections) if f"`{s}:`" not in guide] == [], "a config section is not named"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_resolve_and_the_readme_links_every_guide():
+    pages = [*DOCS, REPO / "CHANGELOG.md"]
+    broken = []
+    for page in pages:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"^[a-z]+://", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and linked.suffix == ".md":
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(), flags=re.M)
+                if anchor not in {_slug(h) for h in headings}:
+                    broken.append(f"{page.name}: {target} (no such heading)")
+    assert broken == []
     readme = (REPO / "README.md").read_text()
-    assert "../shared/conformance/" in readme and "`CI=true`" in readme
+    assert all(f"(docs/{guide}.md" in readme for guide in GUIDES)
+    assert "(CHANGELOG.md)" in readme
+
+
+def test_readme_figures_are_the_detail_pages_figures():
+    """Each number in the figure column of the README's summary table appears on the page
+    its row links to, where the figure has its machine, date and command."""
+    readme = (REPO / "README.md").read_text()
+    table = readme.split("## Where it stands", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) >= 8, rows
+    for what, figure, details in rows[1:]:
+        page = REPO / re.search(r"\((docs/[\w-]+\.md)", details).group(1)
+        text = page.read_text()
+        for number in re.findall(r"\d+(?:[.,]\d+)*(?:%| [kM]\b)?", figure):
+            assert number in text, f"README figure {number!r} ({what.strip()}) is not on {page.name}"
+
+
+@pytest.mark.parametrize("page", ["performance", "strength"])
+def test_every_measured_table_says_machine_date_and_command(page):
+    """Docs hold current figures only, each with its machine, date and the command that
+    reproduces it: every section of these pages that holds a table of figures names them."""
+    text = (REPO / "docs" / f"{page}.md").read_text()
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        title = section.splitlines()[0]
+        table = [line for line in section.splitlines() if line.startswith("|") and re.search(r"\d", line)]
+        if not table:
+            continue
+        assert re.search(r"\b(CPU|H100)\b", section), f"{page}.md, {title}: no machine"
+        assert re.search(r"\b20\d\d-\d\d-\d\d\b", section), f"{page}.md, {title}: no date"
+        assert re.search(r"python (experiments/|-m )|\.ci/run", section), f"{page}.md, {title}: no command"
+
+
+def test_the_repository_stands_alone():
+    """Issue 18, item 4: the conformance corpus is in tests/data/ and nothing in the
+    repository reads from outside it (the ``../shared`` directory beside a checkout)."""
+    assert (REPO / "tests" / "data" / "reference_random_games.jsonl.gz").is_file()
+    outside = re.compile(r"\.\./shared|parent\s*/\s*[\"']shared")
+    readers = [str(path.relative_to(REPO)) for pattern in ("*.py", "*.md", "*.yaml", "*.toml", "run")
+               for path in REPO.rglob(pattern)
+               if path.is_file() and path != pathlib.Path(__file__)
+               and not any(part.startswith(".") and part != ".ci" or part == "runs" for part in path.parts[len(REPO.parts):])
+               and outside.search(path.read_text(errors="replace"))]
+    assert readers == [], readers
 
 
 def test_pyproject_license_is_an_spdx_expression():

@@ -301,6 +301,7 @@ def test_stepping_a_finished_game_changes_nothing():
                 np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.gpu
 def test_jit_and_vmap_agree_with_single_steps():
     cases = [position(**c[1]) for c in ABILITY_CASES]
     actions = jnp.asarray([c[2] for c in ABILITY_CASES])

@@ -1,8 +1,8 @@
 """The reference baselines' scoring rules, pinned on hand-made positions (issue 9).
 
 Five rules of ``beastybar_jax/agents/heuristics.py`` were first read differently
-from the reference project's code (../shared/reference/FACTS.md states them
-exactly). Each test below builds a position where the reference's rule and our
+from the reference project's code (docs/evaluating.md, "The baselines", states
+them exactly). Each test below builds a position where the reference's rule and our
 old reading make the agent choose different moves, and asserts the reference's
 choice, with the scores worked out in the comments. Ties are broken like the
 reference's: uniformly among the moves within 1e-6 of the best.

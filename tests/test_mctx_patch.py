@@ -178,6 +178,7 @@ def world_searches(world_states):
 # ----------------------------------------------------------------------------- bitwise identity
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("mode", ["patched", "unroll-3"])
 def test_patched_policies_build_bitwise_the_trees_of_stock_mctx(policy_searches, seed, mode):
@@ -190,6 +191,7 @@ def test_patched_policies_build_bitwise_the_trees_of_stock_mctx(policy_searches,
         assert int(jnp.sum(tree.children_visits[:, 0])) == POLICY_BATCH * num_simulations
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("seed", [0, 1])
 def test_run_search_over_worlds_is_bitwise_stock_mctx(world_searches, world_states, seed):
     key = jax.random.key(seed)

@@ -74,6 +74,7 @@ def models(observations):
     return result
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("torso", TORSOS)
 def test_outputs_have_the_promised_shapes_and_ranges(models, torso, dtype):
@@ -92,6 +93,7 @@ def test_outputs_have_the_promised_shapes_and_ranges(models, torso, dtype):
     print(f"{torso}/{dtype}: {count_params(params):,} parameters")
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("torso", TORSOS)
 def test_bfloat16_compute_tracks_float32(models, torso):
     (_, _, a), (_, _, b) = models[torso, "float32"], models[torso, "bfloat16"]

@@ -1,5 +1,5 @@
 """Runs that survive interrupts, crashes, damaged checkpoints, a second writer and a
-full disk (the contract in README.md, "Interrupts, crashes and resume").
+full disk (the contract in docs/training.md, "Interrupts, crashes and resume").
 
 Signals and ``kill -9`` go to real ``experiments/train.py`` processes on the tiny
 config, paused at a chosen moment by ``tests/train_paused.py``; every resume is
@@ -353,7 +353,7 @@ def test_resume_refuses_a_changed_learning_rate_schedule_and_names_the_fix(tmp_p
 
 def test_keys_that_may_change_on_resume_are_the_documented_ones(full_run):
     """Row 14: eval_simulations only changes the evaluation, so it may change; a
-    learner key may not; README and the config docstring name the same keys."""
+    learner key may not; docs/training.md and the config docstring name the same keys."""
     saved = full_run["config"]
     per_iteration = shared_trainer().algorithm.updates_per_iteration
     for change in (dict(eval_simulations=8), dict(eval_every=2, eval_games=10), dict(compilation_cache=False),
@@ -361,7 +361,7 @@ def test_keys_that_may_change_on_resume_are_the_documented_ones(full_run):
         check_resume_config(saved, saved.replace(**change), per_iteration, path="x")
     with pytest.raises(CheckpointError, match="learning_rate"):
         check_resume_config(saved, saved.replace(learning_rate=1.0), per_iteration, path="x")
-    readme = (REPO_ROOT / "README.md").read_text()
+    readme = (REPO_ROOT / "docs" / "training.md").read_text()
     section = readme.split("Keys that may change on `--resume`:", 1)[1].split("\n\n", 1)[0]
     documented = {key.strip("`") for key in section.replace(",", " ").split() if key.startswith("`")}
     assert documented == set(RESUMABLE_CHANGES)

@@ -215,6 +215,7 @@ def test_uniform_network_is_the_uniform_evaluator(uniform_params):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("algorithm", sorted(CONFIGS))
 def test_search_plays_the_win_and_avoids_the_loss_for_both_players(searchers, uniform_params, algorithm):
     out = searchers[algorithm](uniform_params, WIN_STATES, jax.random.key(1), False)
@@ -236,6 +237,7 @@ def test_exploration_noise_keeps_the_search_policy_on_the_win(searchers, uniform
             assert weights[i, LOSING[i]].sum() < 0.25
 
 
+@pytest.mark.gpu
 def test_search_only_sees_what_the_mover_knows(searchers, network_params):
     """Two states that differ only in hidden cards (how the opponent's unseen cards
     split between hand and deck, and the order of the mover's own deck) give the
@@ -267,6 +269,7 @@ def test_search_only_sees_what_the_mover_knows(searchers, network_params):
         jax.tree.map(np.testing.assert_array_equal, out, twin_out)
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("algorithm", sorted(CONFIGS))
 @pytest.mark.parametrize("add_noise", [True, False])
 def test_outputs_are_legal_normalised_and_shaped(searchers, network_params, algorithm, add_noise):

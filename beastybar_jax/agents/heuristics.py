@@ -1,5 +1,5 @@
 """The reference project's hand-written opponents, re-implemented from their
-decision rules (../shared/reference/FACTS.md), so our win rates compare with theirs.
+decision rules (docs/evaluating.md, "The baselines"), so our win rates compare with theirs.
 
 Each agent applies every legal move to a world the mover may know (``one_ply``:
 ``game.step`` on ``game.sample_world`` for the mover, i.e. on-play ability,
@@ -19,7 +19,7 @@ bit-equal here too, and distinct scores stay at least 1/3000 apart; without the
 snap, float32 rounding (~1e-5 at these magnitudes) would decide ties.
 ``tests/test_heuristic_rules.py`` checks that the unsnapped scores lie on the grid.
 
-The rules follow the reference's code as FACTS.md states it; in particular:
+The rules follow the reference's code as docs/evaluating.md states it; in particular:
 - heuristic lion: +2 only if the queue's first card after the move is the
   mover's lion -- a lion that went on into the bar in the five-animal check
   does not count. Places (lion, kangaroo, giraffe) are places in the queue

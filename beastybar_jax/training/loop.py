@@ -6,7 +6,7 @@ compiled iteration (:mod:`~beastybar_jax.training.trainer`), whose key is
 iteration the scalars go to the logger, the hooks run (periodic evaluation first)
 and every ``checkpoint_every`` iterations the whole state is saved with orbax.
 
-What a run guarantees (README, "Interrupts, crashes and resume"):
+What a run guarantees (docs/training.md, "Interrupts, crashes and resume"):
 
 - SIGINT (Ctrl-C) or SIGTERM at any moment: the iteration running finishes (a
   compile is left at once), its metrics line is written, it is checkpointed, and

@@ -1,0 +1,491 @@
+"""The acceptance run: every GPU figure the project claims, re-measured by one command.
+
+Usage::
+
+    python experiments/acceptance.py --out DIR [--scale full|tiny] [--parts a,b,...]
+    python experiments/acceptance.py --table DIR/report.json     # the Markdown table for the docs
+
+On whatever devices JAX sees, the parts below run one after another, each in a child
+process of its own with a time budget (a part that fails, crashes or runs out of time
+is reported as such and the next one starts), and write
+
+- ``DIR/report.json``: every figure with the device, versions, configs, batch sizes,
+  compile seconds (always apart from the timed runs), the date, and the target it is
+  held to (``met``: true / false / null where no target applies);
+- ``DIR/report.md``: the same as tables;
+- ``DIR/parts/<part>.json`` and ``DIR/parts/<part>.log``: each part's own output.
+
+Parts (``--scale full`` fits one 10-minute slot on one H100; ``--scale tiny`` does the
+same on a CPU in about two minutes and runs in the test suite, so the script cannot rot):
+
+==============  ==============================================================================
+conformance     the engine replays the reference corpus on the device: 0 mismatches required
+engine          random legal play, ``step`` and ``step+mask+obs`` steps/s at 4,096 / 65,536 /
+                1,048,576 games
+search          the search alone at 4,096 games, 8..256 simulations, the project's search
+                loop and stock mctx: simulations/s, cost per simulation relative to 16
+learner         whole AlphaZero iterations (self-play with search + replay + SGD) at
+                16,384 games x 64 simulations with ``configs/h100.yaml``'s network
+iteration       one ``configs/h100.yaml`` and one ``configs/ppo_h100.yaml`` iteration at their
+                own sizes: seconds, simulations/s or env steps/s, peak device memory
+strength        about 3 minutes of ``configs/h100.yaml`` training (a time budget, then
+                SIGTERM: the run saves its checkpoint), then the network raw and with 32
+                simulations: win rates vs heuristic and outcome_heuristic and the endgame suite
+gpu_tests       the tests marked ``gpu`` (``pytest -m gpu``); at tiny scale only collected
+==============  ==============================================================================
+
+Bad arguments end in one line and exit code 2. The exit code is 0 when every part ran
+(whatever its figures), 1 when a part failed or ran out of time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from typing import Callable
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXPERIMENTS = os.path.join(REPO, "experiments")
+CORPUS = os.path.join(REPO, "tests", "data", "reference_random_games.jsonl.gz")
+
+# Targets set by the project's issues; a figure is "met" when it reaches its target.
+TARGETS = {
+    "engine_mask_obs_steps_per_second_1M": (1e9, "engine >= 1 B step+mask+obs steps/s at >= 1 M games"),
+    "search_sims_per_second_4096x64": (10e6, "search >= 10 M simulations/s at 4,096 games x 64"),
+    "learner_sims_per_second_16384x64": (25e6, ">= 25 M simulations/s at 16,384 x 64 with the learner"),
+    "search_cost_256_vs_16": (1.5, "cost per simulation at 256 within 1.5x of 16 (at most)"),
+    "ppo_env_steps_per_second": (50e6, "PPO >= 50 M env steps/s"),
+    "strength_raw_vs_heuristic": (0.95, "after ~3 minutes of training, raw network >= 95% wins vs heuristic"),
+    "conformance_mismatches": (0, "0 mismatches against the reference corpus (at most)"),
+}
+AT_MOST = {"search_cost_256_vs_16", "conformance_mismatches"}
+
+# Sizes per scale. tiny: the same code paths on a CPU, small enough for the test suite.
+SCALES = {
+    "full": dict(
+        engine_batches=[4096, 65536, 1048576], engine_steps=64,
+        search_batch=4096, search_sims=[8, 16, 32, 64, 128, 256], stock_sims=[8, 16, 32, 64, 128, 256],
+        search_config="configs/h100.yaml",
+        learner_batch=16384, learner_sims=64, learner_config="configs/h100.yaml",
+        az_config="configs/h100.yaml", ppo_config="configs/ppo_h100.yaml", ppo_batch=None,
+        train_config="configs/h100.yaml", train_seconds=150.0, train_iterations=100_000,
+        eval_games=1000, eval_sims=32, searched_matches=True, endgame_positions=0, repeats=3, gpu_tests_collect_only=False,
+    ),
+    "tiny": dict(
+        engine_batches=[64], engine_steps=16,
+        search_batch=32, search_sims=[16, 32], stock_sims=[16], search_config="configs/tiny.yaml",
+        learner_batch=16, learner_sims=4, learner_config="configs/tiny.yaml",
+        az_config="configs/tiny.yaml", ppo_config="configs/ppo_quick.yaml", ppo_batch=32,
+        train_config="configs/tiny.yaml", train_seconds=None, train_iterations=2,
+        eval_games=10, eval_sims=4, searched_matches=False, endgame_positions=32, repeats=1, gpu_tests_collect_only=True,
+    ),
+}
+
+# Seconds each part may take (full scale sums to 540 s: one 10-minute slot with room to
+# start the machine). tiny: generous, so a busy CI machine never times a part out.
+BUDGETS = {
+    "full": dict(conformance=25, engine=45, search=90, learner=50, iteration=70, strength=220, gpu_tests=40),
+    "tiny": dict(conformance=300, engine=300, search=300, learner=300, iteration=300, strength=600,
+                 gpu_tests=300),
+}
+
+
+class UsageError(Exception):
+    """Bad command-line input: one line, exit code 2."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def machine() -> dict:
+    import jax
+
+    device = jax.devices()[0]
+    return dict(
+        backend=jax.default_backend(), device=getattr(device, "device_kind", str(device)),
+        num_devices=jax.device_count(), python=platform.python_version(), jax=jax.__version__,
+        platform=platform.platform(), date=datetime.date.today().isoformat(),
+    )
+
+
+def peak_memory_bytes() -> int | None:
+    """The device's peak bytes in use so far in this process (None on backends without
+    memory statistics, e.g. the CPU)."""
+    import jax
+
+    stats = jax.local_devices()[0].memory_stats() or {}
+    return stats.get("peak_bytes_in_use")
+
+
+def figure(name: str, value, unit: str = "", **context) -> dict:
+    """A figure of the report, with its target when the issues set one."""
+    row = dict(name=name, value=value, unit=unit, **context)
+    if name in TARGETS:
+        target, text = TARGETS[name]
+        row.update(target=target, target_text=text,
+                   met=None if value is None else bool(value <= target if name in AT_MOST else value >= target))
+    return row
+
+
+def benchmarks():
+    """``experiments/bench/``: the benchmark subcommands' measuring functions (this script
+    runs from experiments/, so ``bench`` is importable as it is for benchmark.py)."""
+    from bench import env, ppo, search, selfplay
+
+    return dict(env=env.bench_env, search=search.bench_search, selfplay=selfplay.bench_selfplay,
+                ppo=ppo.bench_ppo)
+
+
+def run_cli(args: list[str], log, timeout: float) -> subprocess.CompletedProcess:
+    """Run one of the project's command lines (a script in experiments/ or ``-m``), its
+    output into the part's log."""
+    proc = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    log(f"$ {' '.join(args)}  (exit {proc.returncode})\n{proc.stdout[-4000:]}{proc.stderr[-4000:]}")
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args[:2])} exited {proc.returncode}: "
+                           f"{(proc.stderr.strip().splitlines() or ['(no output)'])[-1]}")
+    return proc
+
+
+# --------------------------------------------------------------------------- parts
+# Each part takes (scale sizes, part output dir, log) and yields its figures one by one:
+# a part stopped by its budget keeps the figures it had finished.
+
+
+def part_conformance(s: dict, out: str, log) -> list[dict]:
+    from beastybar_jax import conformance
+
+    corpus = CORPUS
+    start = time.perf_counter()
+    report = conformance.check(conformance.load_traces(str(corpus)))
+    seconds = time.perf_counter() - start
+    log(f"conformance: {report.games} games, {report.turns} turns, {len(report.mismatches)} mismatches")
+    yield figure("conformance_mismatches", len(report.mismatches), "mismatches", games=report.games,
+                 turns=report.turns, seconds_including_compile=seconds)
+
+
+def part_engine(s: dict, out: str, log) -> list[dict]:
+    bench = benchmarks()
+    for batch in s["engine_batches"]:
+        for with_observation in (False, True):
+            r = bench["env"](batch, s["engine_steps"], s["repeats"], with_observation)
+            log(f"engine batch {batch} {r['variant']}: {r['steps_per_second']:.4g} steps/s, "
+                f"compile {r['compile_seconds']:.1f} s")
+            name = "engine_mask_obs_steps_per_second" if with_observation else "engine_step_steps_per_second"
+            if with_observation and batch >= 1_000_000:
+                name += "_1M"
+            yield figure(name, r["steps_per_second"], "steps/s", batch_size=batch, num_steps=r["num_steps"],
+                         compile_seconds=r["compile_seconds"])
+
+
+def part_search(s: dict, out: str, log) -> list[dict]:
+    from beastybar_jax.config import load_config
+
+    bench = benchmarks()
+    base = load_config(os.path.join(REPO, s["search_config"]))
+    per_sim = {}
+    for mctx, simulations in (("patched", s["search_sims"]), ("stock", s["stock_sims"])):
+        for sims in simulations:
+            r = bench["search"](base, s["search_batch"], sims, "network", mctx, s["repeats"])
+            per_sim[(mctx, sims)] = r["seconds_per_simulation"]
+            log(f"search {mctx} batch {s['search_batch']} sims {sims}: {r['simulations_per_second']:.4g} sims/s, "
+                f"compile {r['compile_seconds']:.1f} s")
+            name = "search_sims_per_second"
+            if mctx == "patched" and sims == 64 and s["search_batch"] == 4096:
+                name += "_4096x64"
+            yield figure(name, r["simulations_per_second"], "simulations/s", mctx=mctx,
+                         batch_size=s["search_batch"], num_simulations=sims, network=r["network"],
+                         compile_seconds=r["compile_seconds"])
+        low, high = min(simulations, key=lambda n: abs(n - 16)), max(simulations)
+        if low == high:
+            continue
+        name = "search_cost_256_vs_16" if (mctx, low, high) == ("patched", 16, 256) else "search_cost_most_vs_16"
+        yield figure(name, per_sim[(mctx, high)] / per_sim[(mctx, low)], "x", mctx=mctx,
+                     batch_size=s["search_batch"], simulations=[low, high])
+
+
+def part_learner(s: dict, out: str, log) -> list[dict]:
+    from beastybar_jax.config import load_config
+
+    bench = benchmarks()
+    base = load_config(os.path.join(REPO, s["learner_config"]))
+    r = bench["selfplay"](base, s["learner_batch"], s["learner_sims"], base.alphazero.moves_per_iteration,
+                             base.alphazero.updates_per_iteration, s["repeats"])
+    log(f"learner: {r}")
+    name = "learner_sims_per_second"
+    if (s["learner_batch"], s["learner_sims"]) == (16384, 64):
+        name += "_16384x64"
+    yield figure(name, r["simulations_per_second"], "simulations/s", batch_size=s["learner_batch"],
+                 num_simulations=s["learner_sims"], updates=r["num_updates"], network=r["network"],
+                 iteration_seconds=r["iteration_seconds"], compile_seconds=r["compile_seconds"],
+                 peak_device_memory_bytes=peak_memory_bytes())
+
+
+def part_iteration(s: dict, out: str, log) -> list[dict]:
+    from beastybar_jax.config import load_config
+
+    bench = benchmarks()
+    az = load_config(os.path.join(REPO, s["az_config"]))
+    r = bench["selfplay"](az, az.num_games, az.alphazero.search.num_simulations,
+                             az.alphazero.moves_per_iteration, az.alphazero.updates_per_iteration, s["repeats"])
+    log(f"alphazero iteration: {r}")
+    yield figure("alphazero_iteration_seconds", r["iteration_seconds"], "s", config=s["az_config"],
+                 batch_size=az.num_games, simulations_per_second=r["simulations_per_second"],
+                 compile_seconds=r["compile_seconds"], peak_device_memory_bytes=peak_memory_bytes())
+    ppo = load_config(os.path.join(REPO, s["ppo_config"]), ["algorithm=ppo"])
+    p = bench["ppo"](ppo, s["ppo_batch"] or ppo.num_games, s["repeats"])
+    log(f"ppo iteration: {p}")
+    yield figure("ppo_iteration_seconds", p["iteration_seconds"], "s", config=s["ppo_config"],
+                 batch_size=s["ppo_batch"] or ppo.num_games, compile_seconds=p["compile_seconds"],
+                 peak_device_memory_bytes=peak_memory_bytes())
+    yield figure("ppo_env_steps_per_second", p["steps_per_second"], "steps/s", config=s["ppo_config"],
+                 batch_size=s["ppo_batch"] or ppo.num_games)
+
+
+def _train_for(s: dict, run_dir: str, log) -> dict:
+    """``s["train_config"]`` trained for ``train_seconds`` (then SIGTERM: the run saves
+    its last finished iteration) or ``train_iterations``, whichever ends first."""
+    args = [os.path.join(EXPERIMENTS, "train.py"), "--config", s["train_config"], "--no-console",
+            "--set", f"run_dir={run_dir}", "--set", f"num_iterations={s['train_iterations']}",
+            "--set", "eval_every=0", "--set", "checkpoint_every=0"]
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        output, _ = proc.communicate(timeout=s["train_seconds"])
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=120)
+    seconds = time.perf_counter() - start
+    log(f"$ {' '.join(args)}  (exit {proc.returncode} after {seconds:.0f} s)\n{output[-4000:]}")
+    if proc.returncode not in (0, 128 + signal.SIGTERM):
+        raise RuntimeError(f"training exited {proc.returncode}: {(output.strip().splitlines() or [''])[-1]}")
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    if not lines:
+        raise RuntimeError("training finished no iteration within its budget")
+    return dict(seconds=seconds, iterations=lines[-1].get("iteration", len(lines)))
+
+
+def part_strength(s: dict, out: str, log) -> list[dict]:
+    run_dir = os.path.join(out, "strength_run")
+    trained = _train_for(s, run_dir, log)
+    raw, searched = f"checkpoint:{run_dir}", f"checkpoint:{run_dir}@sims={s['eval_sims']}"
+    for spec, label in ((raw, "raw"), (searched, f"sims{s['eval_sims']}"))[: 2 if s["searched_matches"] else 1]:
+        path = os.path.join(out, f"strength_matches_{label}.json")
+        run_cli([os.path.join(EXPERIMENTS, "evaluate.py"), "--agent", spec, "--opponents",
+                 "heuristic,outcome_heuristic", "--games", str(s["eval_games"]), "--json", path, "--plain"],
+                log, timeout=600)
+        with open(path) as f:
+            for r in json.load(f)["results"]:
+                yield figure(f"strength_{label}_vs_{r['opponent']}", r["win_rate"], "win rate",
+                             games=r["games"], score=r["score"], training_seconds=trained["seconds"],
+                             training_iterations=trained["iterations"], config=s["train_config"])
+    path = os.path.join(out, "strength_endgames.json")
+    run_cli([os.path.join(EXPERIMENTS, "evaluate.py"), "--endgames", "--agent", f"{raw},{searched}",
+             "--games", str(s["endgame_positions"]), "--json", path, "--plain"], log, timeout=600)
+    with open(path) as f:
+        for r, label in zip(json.load(f)["results"], ("raw", f"sims{s['eval_sims']}")):
+            for metric in ("keeps_result", "throws_win", "throws_draw"):
+                yield figure(f"endgames_{label}_{metric}", r[metric], "share", positions=r["positions"],
+                             training_iterations=trained["iterations"], config=s["train_config"])
+
+
+def part_gpu_tests(s: dict, out: str, log) -> list[dict]:
+    collect_only = s["gpu_tests_collect_only"]
+    args = ["-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider"] + (["--collect-only"] if collect_only else [])
+    proc = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True)
+    log(f"$ {' '.join(args)}  (exit {proc.returncode})\n{proc.stdout[-6000:]}{proc.stderr[-2000:]}")
+    summary = (proc.stdout.strip().splitlines() or [""])[-1]
+    if proc.returncode != 0:
+        raise RuntimeError(f"pytest -m gpu: {summary}")
+    yield figure("gpu_tests", summary, "", collect_only=collect_only)
+
+
+PARTS: dict[str, Callable] = dict(
+    conformance=part_conformance, engine=part_engine, search=part_search, learner=part_learner,
+    iteration=part_iteration, strength=part_strength, gpu_tests=part_gpu_tests,
+)
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def run_part(name: str, scale: str, out: str) -> int:
+    """The child process: one part, its figures into ``out/parts/<name>.json``."""
+    parts_dir = os.path.join(out, "parts")
+    log_file = open(os.path.join(parts_dir, f"{name}.log"), "a")
+
+    def log(text: str) -> None:
+        print(text, file=log_file, flush=True)
+
+    result = dict(part=name, status="running", machine=machine(), figures=[])
+    for fig in PARTS[name](SCALES[scale], out, log):
+        result["figures"].append(fig)
+        _write_json(os.path.join(parts_dir, f"{name}.json"), result)
+    result["status"] = "ok"
+    _write_json(os.path.join(parts_dir, f"{name}.json"), result)
+    return 0
+
+
+def _write_json(path: str, data: dict) -> None:
+    """Whole files only: a part killed while writing leaves the previous version."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f, indent=2, default=str)
+    os.replace(path + ".tmp", path)
+
+
+def spawn_part(name: str, scale: str, out: str, budget: float) -> dict:
+    """Run a part in a child process under ``budget`` seconds; its result, or why there is none."""
+    path = os.path.join(out, "parts", f"{name}.json")
+    if os.path.exists(path):
+        os.remove(path)
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--run-part", name, "--scale", scale,
+                             "--out", out], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=budget)
+        status = "ok" if proc.returncode == 0 else "failed"
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the part and any command it started
+        output, _ = proc.communicate()
+        status = "timed out"
+    seconds = time.perf_counter() - start
+    result = dict(part=name, figures=[])
+    if os.path.exists(path):  # the figures finished, even when the part did not
+        with open(path) as f:
+            result = json.load(f)
+    if status == "ok" and result.get("status") != "ok":
+        status = "failed"  # exited 0 without finishing (cannot happen unless a part returns early)
+    result.update(status=status, seconds=seconds)
+    if status != "ok":
+        lines = [line for line in output.strip().splitlines() if line.strip()]
+        result["why"] = f"after {budget:.0f} s" if status == "timed out" else (
+            lines[-1] if lines else f"exit {proc.returncode}")
+        with open(os.path.join(out, "parts", f"{name}.log"), "a") as f:
+            f.write(output)
+    return result
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        if abs(value) >= 1e3:
+            for div, suffix in ((1e9, " G"), (1e6, " M"), (1e3, " k")):
+                if abs(value) >= div:
+                    return f"{value / div:.3g}{suffix}"
+        return f"{value:.3g}"
+    return str(value)
+
+
+def markdown(report: dict) -> str:
+    """``report.md``: the machine, then one table of every figure with its target."""
+    m = report["machine"]
+    lines = [f"# Acceptance run ({report['scale']} scale)", "",
+             f"{m['date']}, {m['device']} x{m['num_devices']} ({m['backend']}), jax {m['jax']}, "
+             f"python {m['python']}, commit {report['commit']}; command: `{report['command']}`", "",
+             "| part | status | seconds |", "|---|---|---:|"]
+    for p in report["parts"]:
+        lines.append(f"| {p['part']} | {p['status']}{(': ' + p['why']) if p.get('why') else ''} | "
+                     f"{p['seconds']:.0f} |")
+    lines += ["", table(report)]
+    return "\n".join(lines) + "\n"
+
+
+def table(report: dict) -> str:
+    """The figures as a Markdown table (also ``--table``, for docs/performance.md)."""
+    lines = ["| part | figure | value | target | met | compile s | where |", "|---|---|---:|---|---|---:|---|"]
+    context_keys = ("config", "batch_size", "num_simulations", "mctx", "network", "games", "positions")
+    for p in report["parts"]:
+        for f in p["figures"]:
+            where = ", ".join(f"{k}={f[k]}" for k in context_keys if k in f)
+            met = {True: "yes", False: "NO", None: ""}[f.get("met")]
+            compile_s = f.get("compile_seconds")
+            lines.append(f"| {p['part']} | {f['name']} | {_fmt(f['value'])} {f['unit']} | "
+                         f"{f.get('target_text', '')} | {met} | {'' if compile_s is None else f'{compile_s:.1f}'} | "
+                         f"{where} |")
+    return "\n".join(lines)
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                              timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def parse_args(argv) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", help="directory for report.json, report.md and parts/")
+    parser.add_argument("--scale", choices=tuple(SCALES), default="full")
+    parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated subset of: " + ", ".join(PARTS))
+    parser.add_argument("--table", metavar="REPORT_JSON", help="print the figures of a report as a Markdown table")
+    parser.add_argument("--run-part", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.table:
+        return args
+    if not args.out:
+        parser.error("give --out DIR (or --table REPORT_JSON)")
+    args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = [p for p in args.parts if p not in PARTS]
+    if unknown or not args.parts:
+        parser.error(f"--parts: unknown part(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(PARTS)}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.table:
+        try:
+            with open(args.table) as f:
+                print(table(json.load(f)))
+        except (OSError, ValueError, KeyError) as e:
+            print(f"error: cannot read the report {args.table}: {e}", file=sys.stderr)
+            return 2
+        return 0
+    out = os.path.abspath(args.out)
+    if args.run_part:
+        return run_part(args.run_part, args.scale, out)
+    try:
+        os.makedirs(os.path.join(out, "parts"), exist_ok=True)
+        with open(os.path.join(out, "report.json"), "a"):
+            pass
+    except OSError as e:
+        print(f"error: --out {out} cannot be written: {e.strerror or e}", file=sys.stderr)
+        return 2
+    report = dict(scale=args.scale, commit=git_commit(), command=" ".join(["python", "experiments/acceptance.py",
+                                                                           *(argv if argv is not None else sys.argv[1:])]),
+                  machine=machine(), parts=[])
+    started = time.perf_counter()
+    try:
+        for name in args.parts:
+            print(f"[{name}] running (budget {BUDGETS[args.scale][name]} s) ...", flush=True)
+            result = spawn_part(name, args.scale, out, BUDGETS[args.scale][name])
+            report["parts"].append(result)
+            print(f"[{name}] {result['status']}{(': ' + result['why']) if result.get('why') else ''} "
+                  f"in {result['seconds']:.0f} s", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted: the report holds the finished parts", file=sys.stderr)
+        report["interrupted"] = True
+    report["seconds"] = time.perf_counter() - started
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump(report, f, indent=2, default=str)
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(markdown(report))
+    print(table(report))
+    print(f"wrote {os.path.join(out, 'report.md')} and report.json in {report['seconds']:.0f} s")
+    if report.get("interrupted"):
+        return 130
+    return 0 if all(p["status"] == "ok" for p in report["parts"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

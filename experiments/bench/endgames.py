@@ -1,0 +1,98 @@
+"""``endgames``: the exact endgame solver (``endgame.solver.search``): positions solved per
+second, nodes per position, at several modes and lane counts."""
+
+from __future__ import annotations
+
+import argparse
+
+import jax
+import numpy as np
+
+from bench import common
+from beastybar_jax.agents import make_agent
+from beastybar_jax.endgame import positions, solver
+from beastybar_jax.endgame.suite import load_suite
+
+SOURCES = {
+    "endgames": "every position of random games with both decks empty (1-8 cards in hand)",
+    "start": "positions where both decks just ran out (8 cards in hand, 8 plies to go: the largest)",
+    "solvable": "every solvable position of random games (also the one before the last draw, 9 cards)",
+    "suite": "the endgame yardstick suite (beastybar_jax/endgame/endgame_suite.npz), repeated",
+}
+
+
+def endgame_positions(source: str, count: int, seed: int = 0):
+    """``count`` solvable positions (host ``State`` ``[count]``) from ``SOURCES``."""
+    if source == "suite":
+        suite = load_suite()
+        return jax.tree.map(lambda x: np.resize(x, (count,) + x.shape[1:]), suite.states)
+    random = make_agent("random")
+    chunks, have, index = [], 0, 0
+    while have < count:
+        states = positions.endgames_from_games(random, random, 4096, jax.random.key(seed * 1000 + index))
+        left = np.asarray(states.hand.sum((1, 2)) + (states.deck >= 0).sum((1, 2)))
+        keep = {"endgames": left <= 8, "start": left == 8, "solvable": left >= 0}[source]
+        chunks.append(jax.tree.map(lambda x: x[keep], states))
+        have += int(keep.sum())
+        index += 1
+    # Whole games' positions come out turn by turn: shuffle before cutting to ``count``.
+    order = np.random.default_rng(seed).permutation(have)[:count]
+    return jax.tree.map(lambda *x: np.concatenate(x)[order], *chunks)
+
+
+def bench_endgames(states, mode: str, num_lanes: int, repeats: int) -> dict:
+    """Compile and time ``solver.search`` on a batch; returns a result row."""
+    config = solver.SolverConfig(mode=mode, num_lanes=num_lanes)
+    states = jax.device_put(states)
+    compiled, compile_s = common.compile_seconds(jax.jit(lambda s: solver.search(s, config)), states)
+    jax.block_until_ready(compiled(states))  # warm-up run
+    best, _, (solution, iterations) = common.best_of(repeats, lambda r: compiled(states))
+    count = int(states.turn.shape[0])
+    solved = int(solution.solved.sum())
+    if solved != count:
+        raise RuntimeError(f"only {solved} of {count} positions were solved")
+    return dict(mode=mode, positions=count, num_lanes=solver.lanes_for(config, count), seconds=best,
+                positions_per_second=count / best, nodes_per_position=float(solution.nodes.mean()),
+                iterations=int(iterations), compile_seconds=compile_s)
+
+
+def run(args: argparse.Namespace) -> int:
+    machine = common.machine_info()
+    states = endgame_positions(args.source, args.positions, args.seed)
+    rows = []
+    for mode in args.modes:
+        for lanes in args.lanes:
+            row = common.unless_out_of_memory(f"mode {mode} lanes {lanes}", lambda: bench_endgames(
+                states, mode, lanes, args.repeats))
+            if row is not None:
+                rows.append(dict(row, source=args.source))
+                common.progress(f"{args.positions} {args.source} positions, mode {mode} lanes {row['num_lanes']}: "
+                                f"{common.rate(row['positions_per_second'])} positions/s ({row['seconds']:.2f} s), "
+                                f"compile {row['compile_seconds']:.1f} s")
+    common.print_table(machine, [
+        ("source", lambda r: r["source"]),
+        ("positions", lambda r: r["positions"]),
+        ("mode", lambda r: r["mode"]),
+        ("lanes", lambda r: r["num_lanes"]),
+        ("positions/s", lambda r: common.rate(r["positions_per_second"])),
+        ("nodes/position", lambda r: f"{r['nodes_per_position']:.0f}"),
+        ("iterations", lambda r: r["iterations"]),
+        ("seconds", lambda r: f"{r['seconds']:.2f}"),
+        ("compile s", lambda r: f"{r['compile_seconds']:.1f}"),
+    ], rows)
+    return common.write_report(args.out, "endgames", machine, args, rows)
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("endgames", help="the exact endgame solver: positions solved per second",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--positions", type=common.int_at_least(1), default=100_000,
+                   help="positions per batch (default %(default)s)")
+    p.add_argument("--source", choices=tuple(SOURCES), default="endgames",
+                   help="; ".join(f"{k}: {v}" for k, v in SOURCES.items()))
+    p.add_argument("--modes", type=common.list_of(choices=solver.MODES), default=["results"],
+                   help="solver modes, comma-separated: results (default), best, margins")
+    p.add_argument("--lanes", type=common.list_of(minimum=0), default=[0],
+                   help="solver lanes, comma-separated (0: automatic)")
+    common.add_common_arguments(p, out="bench_results/endgames.json")
+    p.set_defaults(func=run)

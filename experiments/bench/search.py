@@ -1,0 +1,160 @@
+"""``search``: ``run_search`` alone (sampled worlds, mctx search, combine at the root), no
+learner: simulations per second and the cost of one simulation as their number grows,
+with the search loop as patched by beastybar_jax or mctx's own.
+
+Positions come from random play of fresh deals (0 to 3/4 of the longest game). The
+relative cost is the time per simulation over that of the fewest simulations measured
+with the same batch size, mctx and unroll; the CPU cost the same in process CPU time (on
+a CPU backend, less disturbed by other jobs than wall time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+
+import jax
+import jax.numpy as jnp
+
+from bench import common
+from bench.env import sample_uniform_legal
+from beastybar_jax.games import Game, get_game
+from beastybar_jax.network import init_params, make_network
+from beastybar_jax.search import mctx_patch, network_evaluator, run_search, uniform_evaluator
+
+DEFAULT_CONFIG = "configs/h100.yaml"
+DEFAULT_SIMULATIONS = (8, 16, 32, 64, 128, 256)
+MCTX_MODES = ("patched", "stock", "both")
+
+
+def search_positions(game: Game, batch_size: int, key: jax.Array):
+    """``batch_size`` positions to search: each game plays a uniformly random number
+    of random legal moves, from 0 to 3/4 of the longest game, from a fresh deal."""
+    init_key, length_key, play_key = jax.random.split(key, 3)
+    num_moves = (3 * game.max_game_length) // 4
+
+    @jax.jit
+    def play(init_key, length_key, play_key):
+        states = jax.vmap(game.init)(jax.random.split(init_key, batch_size))
+        stop = jax.random.randint(length_key, (batch_size,), 0, num_moves + 1)
+
+        def one_move(states, inputs):
+            move, key = inputs
+            actions = sample_uniform_legal(key, jax.vmap(game.legal_action_mask)(states))
+            after = jax.vmap(game.step)(states, actions)
+            keep = move < stop
+            return jax.tree.map(lambda new, old: jnp.where(keep.reshape((-1,) + (1,) * (old.ndim - 1)), new, old),
+                                after, states), None
+
+        states, _ = jax.lax.scan(one_move, states, (jnp.arange(num_moves), jax.random.split(play_key, num_moves)))
+        return states
+
+    return jax.block_until_ready(play(init_key, length_key, play_key))
+
+
+def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: str, mctx: str,
+                 repeats: int, seed: int = 0, unroll: int = 1) -> dict:
+    """Compile and time ``run_search`` alone for ``batch_size`` positions with
+    ``base_config``'s search and, unless ``evaluator == "uniform"``, its network with
+    fresh parameters. ``mctx``: ``"patched"`` (``mctx_patch``'s search loop, ``unroll``
+    steps per loop iteration) or ``"stock"`` (mctx's own)."""
+    game = get_game(base_config.game)
+    search_config = dataclasses.replace(base_config.alphazero.search, num_simulations=num_simulations)
+    key = jax.random.key(seed)
+    states = search_positions(game, batch_size, key)
+    if evaluator == "uniform":
+        params, evaluator_name = (), "uniform"
+        make_evaluate = lambda params: uniform_evaluator(game)
+    else:
+        network = make_network(base_config.network, game.num_actions, game.observation_tokens)
+        params = jax.jit(init_params, static_argnums=(0, 2))(network, key, game.observation_size)
+        evaluator_name = common.network_name(base_config)
+        make_evaluate = lambda params: network_evaluator(game, network, params)
+
+    def search(params, states, key):
+        return run_search(game, make_evaluate(params), states, key, search_config, add_noise=True)
+
+    with mctx_patch.stock_mctx() if mctx == "stock" else mctx_patch.installed(unroll):
+        compiled, compile_s = common.compile_seconds(jax.jit(search), params, states, key)
+    jax.block_until_ready(compiled(params, states, key))  # warm-up run
+    best, best_cpu, _ = common.best_of(repeats, lambda r: compiled(params, states, jax.random.fold_in(key, r + 1)))
+    simulations = batch_size * search_config.num_determinizations * num_simulations
+    return dict(
+        batch_size=batch_size, num_simulations=num_simulations, mctx=mctx, unroll=unroll if mctx == "patched" else 0,
+        search=search_config.algorithm, num_determinizations=search_config.num_determinizations,
+        network=evaluator_name, search_seconds=best, cpu_seconds=best_cpu,
+        simulations_per_second=simulations / best, seconds_per_simulation=best / simulations,
+        compile_seconds=compile_s, load_average=os.getloadavg()[0],
+    )
+
+
+def add_relative_cost(rows: list[dict]) -> None:
+    """``relative_cost``: seconds per simulation over that of the fewest simulations
+    measured with the same batch size, mctx and unroll (normally 8); ``relative_cpu_cost``
+    the same in process CPU time."""
+    variant = lambda r: (r["batch_size"], r["mctx"], r["unroll"])
+    for row in rows:
+        fewest = min((r for r in rows if variant(r) == variant(row)), key=lambda r: r["num_simulations"])
+        row["relative_to_simulations"] = fewest["num_simulations"]
+        row["relative_cost"] = row["seconds_per_simulation"] / fewest["seconds_per_simulation"]
+        row["relative_cpu_cost"] = (row["cpu_seconds"] / row["num_simulations"]) / (
+            fewest["cpu_seconds"] / fewest["num_simulations"])
+
+
+def _mctx_label(row: dict) -> str:
+    return row["mctx"] if row["unroll"] <= 1 else f"unroll {row['unroll']}"
+
+
+def run(args: argparse.Namespace) -> int:
+    base = common.load_base_config(args.config, args.overrides)
+    machine = common.machine_info()
+    variants = [("patched", unroll) for unroll in args.unroll] if args.mctx in ("patched", "both") else []
+    variants += [("stock", 0)] if args.mctx in ("stock", "both") else []
+    rows = []
+    for batch in args.batch_sizes:
+        for mode, unroll in variants:
+            label = mode if unroll <= 1 else f"unroll {unroll}"
+            for sims in args.simulations:
+                row = common.unless_out_of_memory(f"batch {batch} sims {sims} {label}", lambda: bench_search(
+                    base, batch, sims, args.evaluator, mode, args.repeats, seed=args.seed, unroll=max(unroll, 1)))
+                if row is not None:
+                    rows.append(row)
+                    common.progress(f"games {batch} sims {sims} {label}: {common.rate(row['simulations_per_second'])} "
+                                    f"sims/s, {row['search_seconds']:.4f} s per search, "
+                                    f"compile {row['compile_seconds']:.1f} s, load {row['load_average']:.1f}")
+    add_relative_cost(rows)
+    common.print_table(machine, [
+        ("games", lambda r: r["batch_size"]),
+        ("sims", lambda r: r["num_simulations"]),
+        ("mctx", _mctx_label),
+        ("sims/s", lambda r: common.rate(r["simulations_per_second"])),
+        ("us/sim", lambda r: f"{r['seconds_per_simulation'] * 1e6:.3f}"),
+        ("cost vs fewest", lambda r: f"{r['relative_cost']:.2f} (x{r['relative_to_simulations']})"),
+        ("cpu cost", lambda r: f"{r['relative_cpu_cost']:.2f}"),
+        ("search s", lambda r: f"{r['search_seconds']:.4f}"),
+        ("compile s", lambda r: f"{r['compile_seconds']:.1f}"),
+        ("load", lambda r: f"{r['load_average']:.1f}"),
+    ], rows)
+    return common.write_report(args.out, "search", machine, args, rows, base_config=base.to_dict())
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "search", help="run_search alone (no learner): simulations/s and the cost of a simulation as N grows",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common.add_config_arguments(p, DEFAULT_CONFIG,
+                                "--set network.dtype=float32 --set alphazero.search.algorithm=puct")
+    p.add_argument("--batch-sizes", type=common.list_of(), default=[1024],
+                   help="positions searched side by side, e.g. 256,4096 or 2^12 (default 1024)")
+    p.add_argument("--simulations", type=common.list_of(), default=list(DEFAULT_SIMULATIONS),
+                   help="simulations per search (default 8,16,32,64,128,256)")
+    p.add_argument("--evaluator", choices=("network", "uniform"), default="network",
+                   help="the config's network with fresh parameters (default), or zero logits and value")
+    p.add_argument("--mctx", choices=MCTX_MODES, default="patched",
+                   help="mctx's search loop as patched by beastybar_jax (default), stock mctx, or both")
+    p.add_argument("--unroll", type=common.list_of(), default=[1],
+                   help="patched: steps down/up the tree per loop iteration, e.g. 1,2,4 (default 1; fewer GPU "
+                        "round trips, wasted steps for finished games)")
+    common.add_common_arguments(p, out="bench_results/search.json", repeats_help="timed searches")
+    p.set_defaults(func=run)

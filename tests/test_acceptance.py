@@ -1,0 +1,89 @@
+"""experiments/acceptance.py: one command re-measures every GPU figure; at tiny scale on
+the CPU here, so the script cannot rot."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(REPO, "experiments", "acceptance.py")
+
+
+def acceptance(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, SCRIPT, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def tiny_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("acceptance")
+    proc = acceptance("--out", str(out), "--scale", "tiny")
+    with open(out / "report.json") as f:
+        return proc, out, json.load(f)
+
+
+@pytest.mark.slow
+def test_tiny_scale_runs_every_part_and_reports_each_figure(tiny_report):
+    proc, out, report = tiny_report
+    parts = {p["part"]: p for p in report["parts"]}
+    assert list(parts) == ["conformance", "engine", "search", "learner", "iteration", "strength", "gpu_tests"]
+    failed = {name: p.get("why") for name, p in parts.items() if p["status"] != "ok"}
+    assert not failed and proc.returncode == 0, (failed, proc.stdout[-2000:], proc.stderr[-2000:])
+    figures = {f["name"]: f for p in report["parts"] for f in p["figures"]}
+    # The engine on this device replays the reference corpus exactly, and the target says so.
+    assert figures["conformance_mismatches"]["value"] == 0 and figures["conformance_mismatches"]["met"] is True
+    for name in ("engine_step_steps_per_second", "engine_mask_obs_steps_per_second", "search_sims_per_second",
+                 "learner_sims_per_second", "ppo_env_steps_per_second"):
+        assert figures[name]["value"] > 0, name
+        assert figures[name].get("compile_seconds", 1.0) > 0, name  # compile time is reported apart
+    assert figures["ppo_env_steps_per_second"]["met"] in (True, False)  # a target sits next to the figure
+    assert 0.0 <= figures["strength_raw_vs_heuristic"]["value"] <= 1.0
+    assert figures["strength_raw_vs_heuristic"]["games"] == 10
+    for label in ("raw", "sims4"):
+        shares = [figures[f"endgames_{label}_{m}"]["value"] for m in ("keeps_result", "throws_win", "throws_draw")]
+        assert all(0.0 <= x <= 1.0 for x in shares) and sum(shares) <= 1.0 + 1e-6
+    assert "tests collected" in figures["gpu_tests"]["value"]
+    assert report["machine"]["backend"] and report["machine"]["date"]
+    # report.md and --table show the same figures as report.json.
+    markdown = (out / "report.md").read_text()
+    table = acceptance("--table", str(out / "report.json"), timeout=120)
+    assert table.returncode == 0
+    for name in figures:
+        assert f"| {name} |" in markdown and f"| {name} |" in table.stdout, name
+
+
+def test_a_part_past_its_budget_is_reported_and_the_run_goes_on(tmp_path):
+    spec = importlib.util.spec_from_file_location("acceptance", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    os.makedirs(tmp_path / "parts")
+    # One second is not enough to start JAX, let alone compile: the part is stopped.
+    result = module.spawn_part("engine", "tiny", str(tmp_path), budget=1.0)
+    assert result["status"] == "timed out" and result["why"] == "after 1 s"
+    assert result["figures"] == []
+    assert module.table(dict(parts=[result])).count("\n") == 1  # header only: no figure to show
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--out", "{tmp}", "--parts", "engine,godzilla"], "unknown part(s) godzilla"),
+    (["--scale", "huge", "--out", "{tmp}"], "invalid choice: 'huge'"),
+    ([], "give --out DIR"),
+])
+def test_bad_arguments_end_in_one_line(tmp_path, args, message):
+    proc = acceptance(*[a.format(tmp=tmp_path) for a in args], timeout=120)
+    assert proc.returncode == 2
+    assert message in proc.stderr.strip().splitlines()[-1]
+
+
+def test_an_unwritable_out_directory_is_refused_before_any_part(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    proc = acceptance("--out", str(blocker / "report"), timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"error: --out {blocker / 'report'} cannot be written: Not a directory"]
