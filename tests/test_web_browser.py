@@ -42,7 +42,7 @@ def server():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    app = create_app("random", warm=False)
+    app = create_app("random", warm=False, agent_seed=0)  # reproducible agent moves
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -123,6 +123,34 @@ def test_a_whole_game_by_clicks(browser, server):
     assert status.startswith("Game over: ") and ("You win" in status or "You lose" in status or "Draw" in status)
     assert clicks >= 3 and len(browser.find_elements("css selector", "#log li")) == int(body(browser, "ply"))
     assert not browser.find_elements("css selector", ".cell.playable")
+
+
+def test_beastybar_by_clicks_a_card_then_its_target(browser, server):
+    """Beasty Bar against ``random``: click the first card that can be played and, where
+    it takes a target, the first of the options shown, to the end of the game."""
+    open_page(browser, server, "play")
+    choose(browser, "play-seat", "first")
+    by_id(browser, "play-seed").send_keys("1")
+    by_id(browser, "play-start").click()
+    targets = 0
+    while True:
+        cards = wait(browser, lambda d: d.find_elements("css selector", ".card.playable")
+                     or body(d, "finished") == "true")
+        if cards is True:
+            break
+        ply = body(browser, "ply")
+        assert len(browser.find_elements("css selector", ".card.back")) <= 4  # the opponent's hand, hidden
+        cards[0].click()
+        options = browser.find_elements("css selector", ".option")
+        if options:
+            assert len(options) >= 2  # a single move is played at once
+            targets += 1
+            options[0].click()
+        wait(browser, lambda d: body(d, "ply") != ply)
+        assert not by_id(browser, "error").is_displayed(), by_id(browser, "error").text
+    assert targets >= 1
+    assert "margin" in by_id(browser, "status").text and not browser.find_elements("css selector", ".card.back")
+    assert len(browser.find_elements("css selector", "#log li")) == int(body(browser, "ply")) >= 20
 
 
 def test_watch_step_autoplay_analyse_and_records(browser, server):

@@ -71,7 +71,7 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 
 def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_games: int = 500,
-               compile_workers: int = 1, warm: bool = True) -> FastAPI:
+               compile_workers: int = 1, warm: bool = True, agent_seed: int | None = None) -> FastAPI:
     """The web app.
 
     Args:
@@ -82,6 +82,8 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
       max_games: at most this many games are kept (the least recently used go first).
       compile_workers: agents compiled at the same time, in background threads.
       warm: start compiling the default agents at once.
+      agent_seed: make the agents' random choices (ties, search noise) a function of this
+        seed and the deal seed, for reproducible games (tests, screenshots); default: secret.
     """
     pool = AgentPool(workers=compile_workers)
     store = GameStore(ttl_seconds=ttl_seconds, max_games=max_games)
@@ -136,6 +138,11 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
             return None
         return compiled("act", session.game, session.players[session.to_move]).describe()
 
+    def agent_key(seed: int) -> jax.Array:
+        if agent_seed is None:
+            return jax.random.key(secrets.randbits(31))
+        return jax.random.fold_in(jax.random.key(agent_seed), seed)
+
     def stale(session: Session, ply: int | None):
         if ply is not None and ply != len(session.moves):
             raise ApiError(409, f"the game has moved on: ply {ply} was asked for, the game is at ply "
@@ -179,7 +186,7 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
             human, players = None, list(specs)
         session = Session(id=store.new_id(), game=game, mode=body.mode, seed=seed, seed_chosen=body.seed is not None,
                           players=players, human=human, states=[jax.device_get(state)],
-                          agent_key=jax.random.key(secrets.randbits(31)))
+                          agent_key=agent_key(seed))
         store.add(session)
         return session.view(agent_status=status_of(session))
 

@@ -255,9 +255,18 @@ function stopAutoplay() {
   $("watch-autoplay").textContent = "Autoplay";
 }
 
+const atEnd = () => !G || (G.finished && G.viewing === G.ply);
+
 function tick() {
-  if (!G || (G.finished && G.viewing === G.ply)) return stopAutoplay();
-  stepTo(G.viewing + 1).then(() => { if (autoplay) autoplay = setTimeout(tick, Number($("watch-speed").value)); });
+  if (atEnd()) return stopAutoplay();
+  stepTo(G.viewing + 1).then(() => {
+    if (atEnd()) stopAutoplay(); else if (autoplay) autoplay = setTimeout(tick, Number($("watch-speed").value));
+  });
+}
+
+function navigate(ply) {  // a step by hand pauses autoplay
+  stopAutoplay();
+  return stepTo(ply);
 }
 
 function toggleAutoplay() {
@@ -359,10 +368,10 @@ async function init() {
   $("watch-start").onclick = () => newGame("watch");
   $("watch-autoplay").onclick = toggleAutoplay;
   $("watch-speed").oninput = () => { $("watch-speed-label").textContent = `${($("watch-speed").value / 1000).toFixed(1)} s`; };
-  $("nav-first").onclick = () => stepTo(0);
-  $("nav-back").onclick = () => stepTo(G.viewing - 1);
-  $("nav-forward").onclick = () => stepTo(G.viewing + 1);
-  $("nav-last").onclick = () => stepTo(G.ply);
+  $("nav-first").onclick = () => navigate(0);
+  $("nav-back").onclick = () => navigate(G.viewing - 1);
+  $("nav-forward").onclick = () => navigate(G.viewing + 1);
+  $("nav-last").onclick = () => navigate(G.ply);
   $("analyse-run").onclick = analyse;
   $("record-download").onclick = downloadRecord;
   $("record-file").onchange = (e) => { if (e.target.files[0]) loadRecord(e.target.files[0]); e.target.value = ""; };
