@@ -149,6 +149,14 @@ def test_play_commands_run(where, command, trained_run):
     assert "Traceback" not in "\n".join(map(str, printed))
 
 
+@pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/serve.py" in c[1]])
+def test_serve_commands_build_their_app(where, command, trained_run):
+    import serve
+
+    argv = with_trained_runs(argv_of(command, "experiments/serve.py"), trained_run)
+    assert serve.main(argv + ["--check"]) == 0  # the app and its agents, without serving
+
+
 BENCHMARKS = [c for c in COMMANDS if "experiments/benchmark.py" in c[1]]
 SELFPLAY_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py selfplay" in c[1]]
 PPO_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py ppo" in c[1]]

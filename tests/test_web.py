@@ -8,8 +8,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import pathlib
-import re
-import shlex
 import threading
 import time
 
@@ -325,24 +323,6 @@ def test_the_default_agent_is_the_champion_once_registered(monkeypatch):
     monkeypatch.setattr(engine, "make_agent", lambda spec, game=None: make_agent(
         "random" if spec == "champion" else spec, game=game))
     assert default_agent("beastybar") == "champion"
-
-
-def serve_commands():
-    commands = []
-    for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
-        for line in path.read_text().splitlines():
-            if re.match(r"^python experiments/serve\.py", line.strip()):
-                commands.append(re.sub(r"\s+#.*$", "", line.strip()))
-    return commands
-
-
-@pytest.mark.parametrize("command", serve_commands())
-def test_documented_serve_commands_build_their_app(command):
-    import tiny_training
-
-    argv = shlex.split(command)[2:]
-    argv = [re.sub(r"runs/\w+", str(tiny_training.full_run()["run_dir"]), word) for word in argv]
-    assert _script("serve").main(argv + ["--check"]) == 0
 
 
 def test_while_the_agent_compiles_the_answer_says_so(monkeypatch):
