@@ -60,25 +60,28 @@ def join_processes(args) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from beastybar_jax.training.interrupt import raise_keyboard_interrupt_on_sigterm
+    from beastybar_jax.training.interrupt import Interrupted, signal_name, when_forced
 
-    previous_sigterm = raise_keyboard_interrupt_on_sigterm()  # until the loop handles both signals
+    when_forced(lambda signum: f"interrupted by {signal_name(signum)} before training started: nothing was saved")
     try:
         return _main(args)
     except KeyboardInterrupt as e:  # before the loop started (loading, restoring)
-        print("interrupted before training started: nothing was saved", file=sys.stderr)
+        signum = getattr(e, "signum", None)
+        name = signal_name(signum) if signum else "SIGINT"
+        print(f"interrupted by {name} before training started: nothing was saved", file=sys.stderr)
         return getattr(e, "exit_code", 130)
     finally:
-        if previous_sigterm is not None:
-            import signal
-
-            signal.signal(signal.SIGTERM, previous_sigterm)
+        when_forced(None)
 
 
 def _main(args) -> int:
     from beastybar_jax.config import ConfigError, load_config
     from beastybar_jax.training.checkpoint import CheckpointError
     from beastybar_jax.training.distributed import DistributedError
+    from beastybar_jax.training.guards import NonFiniteError
+    from beastybar_jax.training.interrupt import active_command
+
+    check_signal = active_command().check if active_command() is not None else (lambda: None)
 
     try:
         if not args.dry_run:
@@ -125,13 +128,18 @@ def _main(args) -> int:
     except OSError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    try:
+        check_signal()  # a signal during the set-up (a restore, the first compiles)
+    except KeyboardInterrupt:
+        loop.close()
+        raise
     code = 0
     try:
         loop.run()
     except Interrupted as e:
         print(e, file=sys.stderr)
         code = e.exit_code
-    except (CheckpointError, OSError) as e:
+    except (CheckpointError, OSError, NonFiniteError) as e:
         print(f"error: {e}", file=sys.stderr)
         code = 1
     finally:
@@ -146,17 +154,7 @@ def _main(args) -> int:
     return code
 
 
-def _exit(code: int) -> None:
-    """Exit; after an interrupt with a compile still running in its thread, without the
-    interpreter's shutdown (which can crash under a running XLA compile)."""
-    from beastybar_jax.training.compilation import compiles_in_flight
-
-    if code != 0 and compiles_in_flight():
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
-
-
 if __name__ == "__main__":
-    _exit(main())
+    from beastybar_jax.training.interrupt import run_command
+
+    run_command(main)

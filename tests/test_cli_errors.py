@@ -82,7 +82,7 @@ def test_ctrl_c_in_evaluate_keeps_and_prints_the_finished_pairings(tmp_path, mon
     captured = capsys.readouterr()
     assert code == 130
     assert "random" in captured.out and "greedy" in captured.out and "heuristic" not in captured.out
-    assert "interrupted after 1 of 3 pairings" in captured.err and "Traceback" not in captured.err
+    assert "interrupted by SIGINT after 1 of 3 pairings" in captured.err and "Traceback" not in captured.err
     saved = json.loads(report.read_text())
     assert saved["interrupted"] and [r["opponent"] for r in saved["results"]] == ["greedy"]
 

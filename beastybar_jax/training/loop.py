@@ -38,7 +38,8 @@ from beastybar_jax.games import Game
 from beastybar_jax.training import distributed
 from beastybar_jax.training.checkpoint import CheckpointError, Checkpointer
 from beastybar_jax.training.compilation import compile_in_thread, enable_compilation_cache
-from beastybar_jax.training.interrupt import Interrupted, StopRequest, signal_name
+from beastybar_jax.training.guards import check_finite_losses, check_finite_state
+from beastybar_jax.training.interrupt import Interrupted, StopRequest, acknowledge_stop, signal_name, when_forced
 from beastybar_jax.training.metrics import MetricsLogger
 from beastybar_jax.training.rundir import RunLock, prepare_run_dir
 from beastybar_jax.training.trainer import Trainer, abstract_state, iteration_key, make_trainer
@@ -163,6 +164,7 @@ class TrainLoop:
         """Raise :class:`Interrupted` when a signal asked to stop (single process: in a
         multi-process run the processes must agree, which happens between iterations)."""
         if self._stop.requested and jax.process_count() == 1:
+            acknowledge_stop()
             raise Interrupted(self._stop.signum)
 
     def compile(self, lowered, label: str):
@@ -191,6 +193,7 @@ class TrainLoop:
         iteration = self.iteration
         if iteration != self._logged or iteration == self._saved or iteration == self.start_iteration:
             return False
+        check_finite_state(iteration, self.state, self._saved)  # never a checkpoint of NaNs
         self.checkpointer.save(iteration, self.state, self.config, dict(totals=self.totals), force=force)
         self._saved = iteration
         return True
@@ -202,6 +205,7 @@ class TrainLoop:
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
         seconds = time.perf_counter() - start
         iteration += 1
+        check_finite_losses(iteration, metrics, self._saved)
         moves = int(metrics["moves"])
         self.totals["games"] += int(metrics.get("games_finished", 0))
         self.totals["moves"] += moves
@@ -235,6 +239,9 @@ class TrainLoop:
         sims = self.trainer.algorithm.simulations_per_move(config)
         iteration = self.start_iteration
         self._stop = StopRequest().install()
+        # A command line's watchdog (interrupt.CommandSignals) ends the process with this line
+        # when a signal finds the loop stuck in a long compile or device call.
+        previous_forced = when_forced(self._interrupt_message)
         completed = False
         try:
             if iteration < stop:
@@ -251,12 +258,14 @@ class TrainLoop:
             self.checkpointer.wait()
             completed = True
         except KeyboardInterrupt as e:
+            acknowledge_stop()
             signum = getattr(e, "signum", None) or self._stop.signum or signal.SIGINT
             self.save(force=True)
             self.checkpointer.wait()
             raise Interrupted(signum, self._interrupt_message(signum)) from None
         finally:
             self._stop.restore()
+            when_forced(previous_forced)
             if not completed:
                 try:
                     self.checkpointer.wait()  # a save in flight completes (or its error is dropped:
