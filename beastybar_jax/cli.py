@@ -43,8 +43,9 @@ def int_in_range(minimum: int | None = None, maximum: int | None = None):
     return parse
 
 
-def finite_float(minimum: float | None = None, maximum: float | None = None):
-    """An argparse type: a finite number in ``[minimum, maximum]`` (no nan, no inf)."""
+def finite_float(minimum: float | None = None, maximum: float | None = None, *, above: float | None = None):
+    """An argparse type: a finite number in ``[minimum, maximum]`` (no nan, no inf),
+    and greater than ``above`` when given."""
     def parse(text: str) -> float:
         try:
             value = float(text)
@@ -54,6 +55,8 @@ def finite_float(minimum: float | None = None, maximum: float | None = None):
             raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
         if minimum is not None and value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum:g}, got {value:g}")
+        if above is not None and value <= above:
+            raise argparse.ArgumentTypeError(f"must be greater than {above:g}, got {value:g}")
         if maximum is not None and value > maximum:
             raise argparse.ArgumentTypeError(f"must be at most {maximum:g}, got {value:g}")
         return value

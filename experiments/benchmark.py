@@ -48,6 +48,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
+from beastybar_jax.cli import check_writable_file, seed as seed_arg
 from beastybar_jax.game import BEASTYBAR
 from beastybar_jax.games import Game
 from beastybar_jax.training.metrics import format_rate
@@ -314,7 +315,7 @@ def add_env_parser(subparsers) -> None:
     p.add_argument("--sampler", choices=tuple(SAMPLERS), default="uniform",
                    help="how random legal moves are drawn: one uniform number per game (default) or "
                         "jax.random.categorical on masked logits (31 Gumbel draws per game, slower on CPU)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--out", default="bench_results/env.json", help="JSON output path")
     p.set_defaults(func=run_env)
 
@@ -637,7 +638,7 @@ def add_endgames_parser(subparsers) -> None:
     p.add_argument("--lanes", type=_parse_lanes, default=[0], help="solver lanes, comma-separated (0: automatic)")
     p.add_argument("--repeats", type=int_at_least(1), default=3,
                    help="timed runs per configuration; the best is kept")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--out", default="bench_results/endgames.json", help="JSON output path")
     p.set_defaults(func=run_endgames)
 
@@ -651,7 +652,7 @@ def add_ppo_parser(subparsers) -> None:
                    help="override a config key, e.g. --set ppo.opponents=[self] --set ppo.opponent_weights=[1]")
     p.add_argument("--batch-sizes", type=_parse_sizes, default=None,
                    help="games played side by side, e.g. 4096,16384 (default: the config's num_games)")
-    p.add_argument("--repeats", type=int, default=3, help="timed iterations per batch size; the best is kept")
+    p.add_argument("--repeats", type=int_at_least(1), default=3, help="timed iterations per batch size; the best is kept")
     p.add_argument("--out", default="bench_results/ppo.json", help="JSON output path")
     p.set_defaults(func=run_ppo)
 
@@ -814,8 +815,8 @@ def add_search_parser(subparsers) -> None:
     p.add_argument("--unroll", type=_parse_ints, default=[1],
                    help="patched: steps down/up the tree per loop iteration, e.g. 1,2,4 (default 1; fewer GPU "
                         "round trips, wasted steps for finished games)")
-    p.add_argument("--repeats", type=int, default=3, help="timed searches per configuration; the best is kept")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int_at_least(1), default=3, help="timed searches per configuration; the best is kept")
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--out", default="bench_results/search.json", help="JSON output path")
     p.set_defaults(func=run_search_benchmark)
 
@@ -841,8 +842,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    from beastybar_jax.training.interrupt import signal_name, when_forced
+
+    try:
+        check_writable_file(args.out, "--out")  # before any timing: no result lost to a bad path
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    when_forced(lambda signum: f"interrupted by {signal_name(signum)}: no results written ({args.out} is unchanged)")
+    try:
+        return args.func(args)
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", None) or 2
+        print(f"interrupted by {signal_name(signum)}: no results written ({args.out} is unchanged)", file=sys.stderr)
+        return 128 + signum
+    finally:
+        when_forced(None)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from beastybar_jax.training.interrupt import run_command
+
+    run_command(main)

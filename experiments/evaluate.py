@@ -44,7 +44,7 @@ import jax
 
 from beastybar_jax.agents import agent_names, default_opponent, make_agent
 from beastybar_jax.arena import MatchResult, elo_table, play_match
-from beastybar_jax.cli import OneLineParser, check_writable_file, int_in_range, seed
+from beastybar_jax.cli import OneLineParser, check_writable_file, int_in_range, seed as seed_arg
 from beastybar_jax.games import GAME_NAMES, get_game
 from beastybar_jax.training.interrupt import Interrupted, active_command, signal_name, when_forced
 
@@ -80,7 +80,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--endgames", action="store_true",
                         help="score --agent (comma-separated specs) on the solved endgame suite instead of matches")
     parser.add_argument("--suite", metavar="PATH", help="with --endgames: a suite file (default: the package's)")
-    parser.add_argument("--seed", type=seed, default=0, help="match seed, in [0, 2**63) (default 0)")
+    parser.add_argument("--seed", type=seed_arg, default=0, help="match seed, in [0, 2**63) (default 0)")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON to PATH")
     parser.add_argument("--plain", action="store_true", help="plain text tables instead of rich")
     args = parser.parse_args(argv)

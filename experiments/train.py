@@ -22,9 +22,11 @@ import argparse
 import os
 import sys
 
+from beastybar_jax.cli import OneLineParser, int_in_range
+
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help="YAML config, e.g. configs/quick.yaml")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key (repeatable), e.g. --set alphazero.search.num_simulations=32")
@@ -39,8 +41,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         "several processes (see README, 'GPUs and several hosts'); default: the environment "
         "(JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID) or a cluster JAX detects")
     group.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address (implies distributed: true)")
-    group.add_argument("--num-processes", type=int, metavar="N", help="processes in the run")
-    group.add_argument("--process-id", type=int, metavar="I", help="this process's id, 0..N-1")
+    group.add_argument("--num-processes", type=int_in_range(1, 1_000_000), metavar="N", help="processes in the run")
+    group.add_argument("--process-id", type=int_in_range(0, 999_999), metavar="I", help="this process's id, 0..N-1")
     return parser.parse_args(argv)
 
 
@@ -108,6 +110,11 @@ def _main(args) -> int:
             validate(config, num_devices=jax.device_count())  # divisibility on this machine too
             if config.eval_every:
                 make_opponents(config)  # the opponents exist (and checkpoints among them load)
+            if config.algorithm == "ppo":
+                from beastybar_jax.games import get_game
+                from beastybar_jax.ppo.algorithm import check_opponents
+
+                check_opponents(config, get_game(config.game))  # ppo.opponent(s) too
         except ConfigError as e:
             print(f"config error: {e}", file=sys.stderr)
             return 2
