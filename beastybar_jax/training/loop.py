@@ -131,6 +131,10 @@ class TrainLoop:
             self.state = self.trainer.init(jax.random.key(config.seed))
             self.resumed_from = None
         self.start_iteration = int(np.asarray(self.state.iteration.addressable_data(0)))
+        if self.start_iteration > config.num_iterations:
+            raise CheckpointError(f"cannot resume: {self.run_dir} is at iteration {self.start_iteration}, past "
+                                  f"num_iterations {config.num_iterations}; to train on, raise it (e.g. --set "
+                                  f"num_iterations={2 * self.start_iteration})")
         self._rng = np.asarray(self.state.rng.addressable_data(0))
         self._saved = self.resumed_from  # the iteration of the newest checkpoint this loop knows is written
         self._logged = self.start_iteration  # the last iteration whose metrics line is written
