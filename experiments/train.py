@@ -140,6 +140,10 @@ def _main(args) -> int:
     except KeyboardInterrupt:
         loop.close()
         raise
+    from beastybar_jax.training.library_log import send_library_output_to
+
+    # Orbax / asyncio / thread tracebacks (e.g. around a full disk) go to a file, not the terminal.
+    send_library_output_to(os.path.join(loop.run_dir, "library.log"))
     code = 0
     try:
         loop.run()
