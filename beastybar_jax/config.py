@@ -413,7 +413,9 @@ def check_sections_used(data: Mapping[str, Any]) -> None:
     only ``alphazero.search`` counts: evaluations with ``eval_simulations`` search with
     it); they would be ignored without a word."""
     algorithm = data.get("algorithm", TrainConfig.algorithm)
-    used = {"alphazero": algorithm == "alphazero" or None, "ppo": algorithm == "ppo" or None}
+    if algorithm not in ("alphazero", "ppo"):
+        return  # validation names the bad algorithm
+    used = {"alphazero": algorithm == "alphazero", "ppo": algorithm == "ppo"}
     for section, is_used in used.items():
         given = data.get(section)
         if is_used or not isinstance(given, Mapping):

@@ -143,7 +143,7 @@ def _main(args) -> int:
     from beastybar_jax.training.library_log import send_library_output_to
 
     # Orbax / asyncio / thread tracebacks (e.g. around a full disk) go to a file, not the terminal.
-    send_library_output_to(os.path.join(loop.run_dir, "library.log"))
+    undo_library_output = send_library_output_to(os.path.join(loop.run_dir, "library.log"))
     code = 0
     try:
         loop.run()
@@ -160,6 +160,8 @@ def _main(args) -> int:
             if code == 0:
                 print(f"error: {e}", file=sys.stderr)
                 code = 1
+        finally:
+            undo_library_output()
     if code == 0:
         print(f"done: {loop.run_dir}")
     return code
