@@ -13,7 +13,8 @@ receives ``checkpoints/``, ``metrics.jsonl``, ``tensorboard/`` and ``config.json
 Ctrl-C or SIGTERM stops after the running iteration with a checkpoint of it (exit
 130 / 143); ``--resume`` continues from the newest intact checkpoint. Exit codes: 0
 done, 2 a bad config or run directory (one line, nothing written), 1 a failure while
-running (e.g. a full disk: one line, the previous checkpoints intact).
+running (e.g. a full disk, or a non-finite loss: one line, the previous checkpoints
+intact). Library logs go to ``<run_dir>/library.log``.
 """
 
 from __future__ import annotations

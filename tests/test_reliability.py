@@ -19,6 +19,7 @@ import sys
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -208,7 +209,7 @@ def test_a_signal_the_loop_cannot_see_ends_the_run_with_its_one_line(tmp_path):
     one line and exit code 143, no crash, checkpoint 3 intact."""
     run = PausedRun(tmp_path, "hook:4", PAUSE_STUCK="1", BEASTYBAR_STOP_SECONDS="1")
     run.wait_paused()
-    run.wait_for((run.run_dir / "checkpoints" / "3" / CHECKSUMS_FILE).exists, "checkpoint 3")
+    run.wait_for((run.run_dir / "checkpoints" / "3").is_dir, "checkpoint 3")  # orbax renames it when complete
     code, out, err, seconds = run.send(signal.SIGTERM)
     assert code == 143, err[-3000:]
     assert_one_clear_line(err, "interrupted by SIGTERM during iteration 4: the newest checkpoint is 3")
@@ -394,13 +395,70 @@ def test_a_run_without_an_intact_checkpoint_cannot_resume(tmp_path, full_run):
 
 
 def test_a_second_writer_is_refused_and_a_closed_run_frees_its_directory(tmp_path):
-    """Row 6 in one process (the cross-process case is in the SIGTERM test)."""
+    """Row 6 in one process (the cross-process case is in the SIGTERM test); issue 21
+    row 19: a closed (or failed) run leaves no run.lock behind."""
     config = tiny_training.tiny_config(tmp_path / "run")
     first = TrainLoop(config, trainer=shared_trainer(), console=False)
     with pytest.raises(RunLockedError, match=f"in use by another training \\(pid {os.getpid()} on host"):
         TrainLoop(config, trainer=shared_trainer(), console=False)
     first.close()
+    assert not (tmp_path / "run" / "run.lock").exists()
     TrainLoop(config, trainer=shared_trainer(), console=False).close()
+    with pytest.raises(CheckpointError, match="cannot resume"):  # fails after taking the lock
+        TrainLoop(config, resume=True, trainer=shared_trainer(), console=False)
+    assert not (tmp_path / "run" / "run.lock").exists()
+
+
+def test_resuming_past_num_iterations_is_an_error_not_125_of_50(tmp_path, full_run):
+    """Issue 21 row 19: resuming a run at iteration 6 with num_iterations 3 said
+    `training 6/3 done`."""
+    run_dir = _copy_run(full_run, tmp_path / "run")
+    with pytest.raises(CheckpointError, match="at iteration 6, past num_iterations 3; .* --set num_iterations=12"):
+        TrainLoop(tiny_training.tiny_config(run_dir, "num_iterations=3"), resume=True, trainer=shared_trainer(),
+                  console=False)
+    assert not (run_dir / "run.lock").exists()
+
+
+# ----------------------------------------------------------------------------- non-finite numbers
+
+
+def _poison(loop):
+    loop.state = loop.state.replace(params=jax.tree.map(lambda p: jnp.full_like(p, jnp.nan), loop.state.params))
+
+
+def test_a_non_finite_loss_stops_the_run_naming_the_iteration_and_saves_nothing_of_it(tmp_path):
+    """Issue 21 point 3: parameters gone NaN after iteration 1: iteration 2's loss is NaN:
+    the run stops naming iteration 2, which is neither logged nor saved."""
+    from beastybar_jax.training.guards import NonFiniteError
+
+    def nan_after_1(loop, iteration, metrics):
+        if iteration == 1:
+            _poison(loop)
+
+    loop = TrainLoop(tiny_training.tiny_config(tmp_path / "run"), trainer=shared_trainer(), console=False,
+                     hooks=[nan_after_1])
+    with pytest.raises(NonFiniteError, match=r"^iteration 2: non-finite loss nan.*no checkpoint was saved") as info:
+        loop.run()
+    loop.close()
+    assert info.value.iteration == 2
+    assert iterations(tmp_path / "run") == [1] and Checkpointer(tmp_path / "run").all_steps() == []
+
+
+def test_non_finite_parameters_are_never_checkpointed(tmp_path):
+    """Issue 21 point 3: parameters gone NaN in iteration 3 (due for a checkpoint): no
+    checkpoint 3; the one line names the iteration."""
+    from beastybar_jax.training.guards import NonFiniteError
+
+    def nan_at_3(loop, iteration, metrics):
+        if iteration == 3:
+            _poison(loop)
+
+    loop = TrainLoop(tiny_training.tiny_config(tmp_path / "run"), trainer=shared_trainer(), console=False,
+                     hooks=[nan_at_3])
+    with pytest.raises(NonFiniteError, match=r"^iteration 3: non-finite .* in \['params'\].* checkpoint 3"):
+        loop.run()
+    loop.close()
+    assert Checkpointer(tmp_path / "run").all_steps() == []
 
 
 def test_resume_refuses_a_changed_learning_rate_schedule_and_names_the_fix(tmp_path, capsys):
@@ -508,6 +566,54 @@ def test_metrics_file_keeps_whole_lines_only(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert path.read_bytes() == before
     logger.close()
+
+
+def test_a_damaged_line_in_the_middle_of_metrics_is_named_not_skipped(tmp_path, capsys):
+    """Issue 21 row 17: a line that is not a JSON record, other than a partial last one:
+    read_jsonl names file and line; a resume that drops it says so."""
+    path = tmp_path / "metrics.jsonl"
+    for garbage in ("\x00\x00\x00\x00", "42", "[1, 2]", "garbage {"):
+        path.write_text('{"iteration": 1}\n' + garbage + '\n{"iteration": 2}\n{"iteration": 3}\n')
+        with pytest.raises(ValueError, match=f"metrics.jsonl:2 is not a JSON record"):
+            read_jsonl(str(path))
+    MetricsLogger(str(tmp_path), total_iterations=6, start_iteration=2, tensorboard=False, console=False).close()
+    assert "metrics.jsonl: dropped 1 line(s) that were not JSON records (line 2)" in capsys.readouterr().err
+    assert [r["iteration"] for r in read_jsonl(str(path))] == [1, 2]
+    assert rewind_jsonl(str(path), 1) == []
+    path.write_text('{"iteration": 1}\nbad\n{"iteration": 2}\n')
+    assert rewind_jsonl(str(path), 2) == [2]
+
+
+def test_library_chatter_goes_to_the_run_log_not_the_terminal(tmp_path, capfd):
+    """Issue 21 row 3: orbax/asyncio logs, a background thread's exception and an
+    "Exception ignored" report go to library.log; the terminal keeps the command's line."""
+    import gc
+    import logging
+    import threading
+
+    from beastybar_jax.training.library_log import send_library_output_to
+
+    log = tmp_path / "library.log"
+    undo = send_library_output_to(str(log))
+    try:
+        logging.getLogger("absl").error("orbax: a save failed")
+        logging.getLogger("asyncio").error("Task exception was never retrieved")
+        thread = threading.Thread(target=lambda: 1 / 0, name="orbax-worker")
+        thread.start()
+        thread.join()
+
+        class Unraisable:
+            def __del__(self):
+                raise RuntimeError("cannot schedule new futures after shutdown")
+
+        Unraisable()
+        gc.collect()
+    finally:
+        undo()
+    text = log.read_text()
+    assert all(s in text for s in ("a save failed", "never retrieved", "ZeroDivisionError", "cannot schedule"))
+    captured = capfd.readouterr()
+    assert "ZeroDivisionError" not in captured.err and "cannot schedule" not in captured.err
 
 
 def test_resumed_tensorboard_hides_the_iterations_that_run_again(tmp_path, monkeypatch):
