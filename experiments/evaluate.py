@@ -349,7 +349,6 @@ def _keep_finished(args, finished: list, signum: int) -> str:
     done = list(finished)
     report = match_report(args, get_game(args.game), done, -1, True)
     results, elo = report.pop("_results"), report.pop("_elo")
-    report.pop("_signum")
     report.pop("pairings")
     print_tables(results, elo, plain=args.plain)
     if args.json:

@@ -245,7 +245,7 @@ class TrainLoop:
         self._stop = StopRequest().install()
         # A command line's watchdog (interrupt.CommandSignals) ends the process with this line
         # when a signal finds the loop stuck in a long compile or device call.
-        previous_forced = when_forced(self._interrupt_message)
+        previous_forced = when_forced(self._forced_message)
         completed = False
         try:
             if iteration < stop:
@@ -277,6 +277,15 @@ class TrainLoop:
                     pass
             self.logger.stop_progress()
         return self.state
+
+    def _forced_message(self, signum: int) -> str:
+        """The line of a stop the loop could not reach (its iteration in flight is lost)."""
+        name, where = signal_name(signum), os.path.join(self.run_dir, "checkpoints")
+        if self._saved is None:
+            return (f"interrupted by {name} during iteration {self._logged + 1}: no checkpoint yet; run the same "
+                    f"command again to start afresh")
+        return (f"interrupted by {name} during iteration {self._logged + 1}: the newest checkpoint is {self._saved} in "
+                f"{where}; continue with --resume")
 
     def _interrupt_message(self, signum: int) -> str:
         name = signal_name(signum)
