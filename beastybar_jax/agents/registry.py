@@ -104,8 +104,8 @@ useful searches, and within the int32 counters of the batched search."""
 
 def _positive_int(spec: str, key: str, value: str) -> int:
     if not value.isdigit() or not 1 <= int(value) <= MAX_OPTION_VALUE:
-        raise AgentSpecError(f"agent spec {spec!r}: option {key}={value!r} must be an integer in "
-                             f"[1, {MAX_OPTION_VALUE:,}]")
+        raise AgentSpecError(f"agent spec {spec!r}: option {key}={value!r} must be a positive integer "
+                             f"up to {MAX_OPTION_VALUE:,}")
     return int(value)
 
 
