@@ -44,6 +44,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from beastybar_jax import strict_yaml
 from beastybar_jax.alphazero.config import AlphaZeroConfig
 from beastybar_jax.games import GAME_NAMES, UnknownGameError, get_game
 from beastybar_jax.network import NetworkConfig
@@ -275,13 +276,16 @@ def validate(config: TrainConfig, num_devices: int | None = None) -> None:
     ``num_devices`` (the devices training will shard over) adds the divisibility checks.
     """
     c = config
-    check(bool(c.name) and "/" not in c.name, "name", f"must be a non-empty name without '/', got {c.name!r}")
+    check(bool(c.name) and not set("/\\,") & set(c.name) and c.name.strip(".") != "", "name",
+          f"must be a non-empty name without '/', '\\', ',' and not '.' or '..' (it names runs/<name>), got {c.name!r}")
     try:
         game = get_game(c.game)
     except UnknownGameError:
         raise ConfigError(f"config key 'game' must be one of {', '.join(GAME_NAMES)}, got {c.game!r}") from None
     check(c.algorithm in ALGORITHM_NAMES, "algorithm", f"must be one of {', '.join(ALGORITHM_NAMES)}, got {c.algorithm!r}")
     check(bool(c.run_dir), "run_dir", "must be a directory path, e.g. runs/{name}")
+    check("," not in c.resolved_run_dir, "run_dir", f"must not contain ',' (agent specs such as checkpoint:<run_dir> "
+                                                    f"are listed with commas), got {c.resolved_run_dir!r}")
     check(0 <= c.seed < 2**63, "seed", f"must be an integer in [0, 2**63), got {c.seed}")
     check_at_least(c.num_iterations, 1, "num_iterations")
     check_at_least(c.num_games, 1, "num_games", " (games played side by side)")
@@ -345,8 +349,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(f"--set expects key=value with a dotted key such as network.width, got {text!r}")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as e:
+        value = strict_yaml.load(raw) if raw.strip() else ""
+    except (yaml.YAMLError, strict_yaml.StrictYAMLError) as e:
         raise ConfigError(f"--set {key}: cannot parse value {raw!r}: {e}") from None
     return key.split("."), value
 
@@ -383,13 +387,13 @@ def read_yaml(path: str | os.PathLike) -> dict:
         raise ConfigError(f"config file {path!r} is a directory; give a YAML file such as configs/quick.yaml")
     try:
         with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except yaml.YAMLError as e:
+            data = strict_yaml.load(f)
+    except (yaml.YAMLError, strict_yaml.StrictYAMLError) as e:
         raise ConfigError(f"config file {path!r} is not valid YAML: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"config file {path!r} cannot be read as YAML text: {e}") from None
-    if data is None:
-        return {}
+    if data is None:  # an empty file is a mistake, not a request for a default run of hours
+        raise ConfigError(f"config file {path!r} is empty; start from one in configs/, e.g. configs/quick.yaml")
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path!r} must hold a mapping of key: value, got {type(data).__name__}")
     return data
@@ -398,8 +402,28 @@ def read_yaml(path: str | os.PathLike) -> dict:
 def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] = ()) -> TrainConfig:
     """Read a YAML config (or start from the defaults), apply ``--set`` overrides, validate."""
     data = read_yaml(path) if path is not None else {}
-    data = move_legacy_keys(data)
-    return TrainConfig.from_dict(apply_overrides(data, overrides))
+    data = apply_overrides(move_legacy_keys(data), overrides)
+    check_sections_used(data)
+    return TrainConfig.from_dict(data)
+
+
+def check_sections_used(data: Mapping[str, Any]) -> None:
+    """Raise :class:`ConfigError` for keys of the algorithm the run does not use (a
+    ``ppo:`` section in an AlphaZero config, ``alphazero:`` keys in a PPO one, where
+    only ``alphazero.search`` counts: evaluations with ``eval_simulations`` search with
+    it); they would be ignored without a word."""
+    algorithm = data.get("algorithm", TrainConfig.algorithm)
+    if algorithm not in ("alphazero", "ppo"):
+        return  # validation names the bad algorithm
+    used = {"alphazero": algorithm == "alphazero", "ppo": algorithm == "ppo"}
+    for section, is_used in used.items():
+        given = data.get(section)
+        if is_used or not isinstance(given, Mapping):
+            continue
+        ignored = sorted(k for k in given if not (section == "alphazero" and k == "search"))
+        if ignored:
+            raise ConfigError(f"config key '{section}.{ignored[0]}' has no effect with algorithm: {algorithm}; remove "
+                              f"the {section} keys ({', '.join(ignored)}) or set algorithm: {section}")
 
 
 def config_diff(a: TrainConfig, b: TrainConfig) -> dict[str, tuple[Any, Any]]:

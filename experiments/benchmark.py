@@ -26,6 +26,8 @@ import sys
 
 from bench import endgames, env, ppo, search, selfplay
 
+from beastybar_jax.cli import check_writable_file
+
 SUBCOMMANDS = (env, selfplay, search, ppo, endgames)
 
 
@@ -46,8 +48,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    from beastybar_jax.training.interrupt import signal_name, when_forced
+
+    try:
+        check_writable_file(args.out, "--out")  # before any timing: no result lost to a bad path
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    when_forced(lambda signum: f"interrupted by {signal_name(signum)}: no results written ({args.out} is unchanged)")
+    try:
+        return args.func(args)
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", None) or 2
+        print(f"interrupted by {signal_name(signum)}: no results written ({args.out} is unchanged)", file=sys.stderr)
+        return 128 + signum
+    finally:
+        when_forced(None)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from beastybar_jax.training.interrupt import run_command
+
+    run_command(main)

@@ -15,7 +15,6 @@ opponent, one line per run (matplotlib).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -25,18 +24,16 @@ def read_curve(run_dir: str) -> list[dict]:
     path = os.path.join(run_dir, "metrics.jsonl")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} does not exist: give run directories written by experiments/train.py")
+    from beastybar_jax.training.metrics import read_jsonl  # names the file and line of damage
+
     rows, seconds = [], 0.0
-    with open(path) as f:
-        for line in f:
-            if not line.strip():
-                continue
-            m = json.loads(line)
-            seconds += float(m.get("iteration_seconds", 0.0))
-            rates = {k[len("eval_"):-len("_win_rate")]: float(v) for k, v in m.items()
-                     if k.startswith("eval_") and k.endswith("_win_rate")}
-            if rates:
-                rows.append(dict(iteration=int(m["iteration"]), seconds=seconds, games=int(m.get("total_games", 0)),
-                                 win_rates=rates))
+    for m in read_jsonl(path):
+        seconds += float(m.get("iteration_seconds", 0.0))
+        rates = {k[len("eval_"):-len("_win_rate")]: float(v) for k, v in m.items()
+                 if k.startswith("eval_") and k.endswith("_win_rate")}
+        if rates:
+            rows.append(dict(iteration=int(m["iteration"]), seconds=seconds, games=int(m.get("total_games", 0)),
+                             win_rates=rates))
     if not rows:
         raise ValueError(f"{path} holds no evaluation rows: train with --set eval_every=N (N > 0)")
     return rows

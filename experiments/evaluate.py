@@ -44,7 +44,11 @@ import jax
 
 from beastybar_jax.agents import agent_names, default_opponent, make_agent
 from beastybar_jax.arena import MatchResult, elo_table, play_match
+from beastybar_jax.cli import OneLineParser, check_writable_file, int_in_range, seed as seed_arg
 from beastybar_jax.games import GAME_NAMES, get_game
+from beastybar_jax.training.interrupt import Interrupted, active_command, signal_name, when_forced
+
+MAX_GAMES = 10_000_000  # per pairing: far beyond any use, far below the int32 limits of the batched arena
 
 
 DEFAULT_OPPONENTS = {"beastybar": "random,heuristic,outcome_heuristic"}
@@ -58,7 +62,7 @@ def _specs(text: str, flag: str) -> list[str]:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         description=__doc__.split("\n\n")[0],
         epilog="agents (Beasty Bar): " + ", ".join(agent_names("beastybar")) + "; tic-tac-toe: "
                + ", ".join(agent_names("tictactoe")),
@@ -70,13 +74,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "Beasty Bar; random and the game's strongest baseline otherwise)")
     parser.add_argument("--round-robin", metavar="A,B,C",
                         help="instead of --agent/--opponents: every pair of these agents meets")
-    parser.add_argument("--games", type=int, default=None,
+    parser.add_argument("--games", type=int_in_range(1, MAX_GAMES), default=None,
                         help="games per pairing (default 1000); odd numbers are rounded up (duplicate format). "
                              "With --endgames: suite positions to use (default all)")
     parser.add_argument("--endgames", action="store_true",
                         help="score --agent (comma-separated specs) on the solved endgame suite instead of matches")
     parser.add_argument("--suite", metavar="PATH", help="with --endgames: a suite file (default: the package's)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_arg, default=0, help="match seed, in [0, 2**63) (default 0)")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON to PATH")
     parser.add_argument("--plain", action="store_true", help="plain text tables instead of rich")
     args = parser.parse_args(argv)
@@ -125,9 +129,7 @@ def print_tables(results, elo_rows, plain: bool = False, out=None) -> None:
                 print("  ".join(c.ljust(w) for c, w in zip(cells, widths)), file=out)
             print(file=out)
         return
-    console = Console(file=out)
-    if not console.is_terminal:  # piped or a file: the tables' natural width, no truncated cells
-        console = Console(file=out, width=10_000)
+    console = _console(out)
     table = Table(title="duplicate matches (win rate = wins / games)")
     for h in headers:
         table.add_column(h, justify="left" if h in ("agent", "opponent") else "right")
@@ -142,27 +144,26 @@ def print_tables(results, elo_rows, plain: bool = False, out=None) -> None:
     console.print(elo)
 
 
+def _console(out):
+    """A rich console on ``out``; when that is not a terminal (a pipe, a file), as wide as
+    the tables are, so no cell is cut."""
+    from rich.console import Console
+
+    console = Console(file=out)
+    return console if console.is_terminal else Console(file=out, width=10_000)
+
+
 def check_writable(path: str) -> None:
     """Raise ``ValueError`` when ``path`` cannot be written (checked before playing,
     so an evaluation is never lost to a typo in ``--json``)."""
-    path = os.path.abspath(path)
-    if os.path.isdir(path):
-        raise ValueError(f"--json {path} is a directory: give a file name, e.g. {os.path.join(path, 'results.json')}")
-    directory = os.path.dirname(path)
-    try:
-        os.makedirs(directory, exist_ok=True)
-        existed = os.path.exists(path)
-        with open(path, "a"):
-            pass
-        if not existed:
-            os.remove(path)
-    except OSError as e:
-        raise ValueError(f"--json {path} cannot be written: {e.strerror or e}") from None
+    check_writable_file(path, "--json")
 
 
-def run(args: argparse.Namespace, log=print) -> dict:
-    """Play the pairings. A ``KeyboardInterrupt`` stops after the pairing being
-    played; the report then holds the finished ones and ``"interrupted": True``."""
+def run(args: argparse.Namespace, log=print, finished: list | None = None) -> dict:
+    """Play the pairings. A ``KeyboardInterrupt`` (or a signal noted by the command's
+    :class:`~beastybar_jax.training.interrupt.CommandSignals`) stops after the pairing
+    being played; the report then holds the finished ones and ``"interrupted": True``.
+    ``finished`` (a list) receives each finished ``(result, seconds)`` as it comes."""
     games = args.games + (args.games % 2)
     if games != args.games:
         log(f"note: --games {args.games} rounded up to {games}: each deal is played twice with seats swapped")
@@ -183,17 +184,33 @@ def run(args: argparse.Namespace, log=print) -> dict:
         pairs = [(agent, o) for o in opponents]
 
     key = jax.random.key(args.seed)
-    results, timings = [], []
+    finished = [] if finished is None else finished
+    signals = active_command()
     interrupted = False
     try:
         for index, (a, b) in enumerate(pairs):
+            if signals is not None:
+                signals.check()
             log(f"[{index + 1}/{len(pairs)}] {a.name} vs {b.name}: {games} games ...")
             start = time.perf_counter()
             result = play_match(a, b, num_deals, jax.random.fold_in(key, index), game=game)
-            results.append(result)
-            timings.append(time.perf_counter() - start)
-    except KeyboardInterrupt:
+            finished.append((result, time.perf_counter() - start))
+        if signals is not None:
+            signals.check()
+    except KeyboardInterrupt as e:
         interrupted = True
+        signum = _signum(e)
+    report = match_report(args, game, finished, len(pairs), interrupted)
+    report["_signum"] = signum if interrupted else 0
+    return report
+
+
+def match_report(args, game, finished: list, pairings: int, interrupted: bool) -> dict:
+    """The JSON report of the ``finished`` ``(result, seconds)`` pairs (``_results`` and
+    ``_elo`` hold the objects for the tables)."""
+    results = [r for r, _ in finished]
+    timings = [t for _, t in finished]
+    games = args.games + (args.games % 2)
     rows = elo_table(results) if results else []
     return {
         "date": datetime.date.today().isoformat(),
@@ -206,7 +223,7 @@ def run(args: argparse.Namespace, log=print) -> dict:
         "results": [dict(r.to_dict(), seconds_including_compile=round(t, 3)) for r, t in zip(results, timings)],
         "elo": [dataclasses.asdict(row) for row in rows],
         "interrupted": interrupted,
-        "pairings": len(pairs),
+        "pairings": pairings,
         "_results": results,
         "_elo": rows,
     }
@@ -265,33 +282,33 @@ def print_endgame_table(scores, plain: bool = False, out=None) -> None:
         table.add_column(h, justify="left" if h == "agent" else "right")
     for cells in rows:
         table.add_row(*cells)
-    Console(file=out).print(table)
+    _console(out).print(table)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     from beastybar_jax.training.compilation import enable_compilation_cache
-    from beastybar_jax.training.interrupt import raise_keyboard_interrupt_on_sigterm
 
     format_warning = warnings.formatwarning
     warnings.formatwarning = lambda message, category, *rest, **kw: f"warning: {message}\n"  # one line
     enable_compilation_cache()
-    previous_sigterm = raise_keyboard_interrupt_on_sigterm()
+    finished: list = []
+    when_forced(lambda signum: _keep_finished(args, finished, signum))
     try:
         if args.json:
             check_writable(args.json)
-        report = run_endgames(args, log=log) if args.endgames else run(args, log=log)
+        report = run_endgames(args, log=log) if args.endgames else run(args, log=log, finished=finished)
     except ValueError as e:  # bad specs, unreadable checkpoints (CheckpointError is a ValueError), --json
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # while building the agents
-        print("interrupted before the first pairing finished: nothing to report", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # while building the agents
+        print(f"interrupted by {signal_name(_signum(e))} before the first pairing finished: nothing to report",
+              file=sys.stderr)
+        return 128 + _signum(e)
     finally:
+        when_forced(None)
         warnings.formatwarning = format_warning
-        if previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, previous_sigterm)
     if args.endgames:
         print_endgame_table(report.pop("_scores"), plain=args.plain)
         if args.json:
@@ -300,6 +317,7 @@ def main(argv=None) -> int:
             log(f"wrote {args.json}")
         return 0
     results, elo = report.pop("_results"), report.pop("_elo")
+    signum = report.pop("_signum")
     if results:
         print_tables(results, elo, plain=args.plain)
     if args.json and results:
@@ -307,11 +325,40 @@ def main(argv=None) -> int:
             json.dump(report, f, indent=2)
         log(f"wrote {args.json}")
     if report["interrupted"]:
-        log(f"interrupted after {len(results)} of {report['pairings']} pairings"
-            + (": the tables show the finished ones" if results else ": nothing to report"))
-        return 130
+        log(_interrupted_line(signum, len(results), report["pairings"]))
+        return 128 + signum
     return 0
 
 
+def _signum(e: BaseException) -> int:
+    signals = active_command()
+    return getattr(e, "signum", None) or (signals.signum if signals is not None else None) or signal.SIGINT
+
+
+def _interrupted_line(signum: int, done: int, pairings: int) -> str:
+    return (f"interrupted by {signal_name(signum)} after {done} of {pairings} pairings"
+            + (": the tables show the finished ones" if done else ": nothing to report"))
+
+
+def _keep_finished(args, finished: list, signum: int) -> str:
+    """For the command's watchdog (a signal while a match compiles or plays): print and
+    write the finished pairings, return the one line."""
+    if args.endgames or not finished:
+        return f"interrupted by {signal_name(signum)} before the first {'agent' if args.endgames else 'pairing'} " \
+               f"finished: nothing to report"
+    done = list(finished)
+    report = match_report(args, get_game(args.game), done, -1, True)
+    results, elo = report.pop("_results"), report.pop("_elo")
+    report.pop("pairings")
+    print_tables(results, elo, plain=args.plain)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+    return f"interrupted by {signal_name(signum)} after {len(done)} finished pairings (the pairing being played is " \
+           f"lost): the tables show the finished ones" + (f", written to {args.json}" if args.json else "")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    from beastybar_jax.training.interrupt import run_command
+
+    run_command(main)

@@ -30,6 +30,7 @@ import numpy as np
 
 from beastybar_jax import game
 from beastybar_jax.agents import make_agent
+from beastybar_jax.cli import OneLineParser, int_in_range, seed as seed_arg
 from beastybar_jax.endgame import positions, solver
 from beastybar_jax.endgame.suite import SUITE_PATH, Suite, save_suite
 
@@ -54,14 +55,14 @@ def labelled(name: str, spec: str | None, label: str | None) -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parser = OneLineParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--games", type=int, default=1800, help="games per pairing (default %(default)s)")
+    parser.add_argument("--games", type=int_in_range(1, 10_000_000), default=1800, help="games per pairing (default %(default)s)")
     parser.add_argument("--network", metavar="SPEC",
                         help="a trained network's registry spec (checkpoint:<run>): adds its pairings")
     parser.add_argument("--label", metavar="NAME",
                         help="the network's name in the suite's list of sources (default: its spec)")
-    parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--seed", type=seed_arg, default=2026)
     parser.add_argument("--out", default=str(SUITE_PATH), help="output .npz (default: the package's suite)")
     args = parser.parse_args(argv)
     if args.games < 2:

@@ -26,6 +26,7 @@ import jax
 import numpy as np
 
 from beastybar_jax.agents import agent_names, default_opponent, make_agent
+from beastybar_jax.cli import OneLineParser, seed as seed_arg
 from beastybar_jax.games import GAME_NAMES, Game, get_game
 from beastybar_jax.playing import (RecordError, deal, describe_move, human_seat, legal_actions, move_text, outcome,
                                    replay)
@@ -151,14 +152,14 @@ def replay_game(path: str, print_fn: Callable[..., None] = print) -> int:
 
 
 def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[..., None] = print) -> int:
-    parser = argparse.ArgumentParser(description="Play a game (Beasty Bar by default) against an agent in the terminal.",
+    parser = OneLineParser(description="Play a game (Beasty Bar by default) against an agent in the terminal.",
                                      epilog="opponents (Beasty Bar): " + ", ".join(agent_names("beastybar")))
     parser.add_argument("--game", default="beastybar", choices=GAME_NAMES, help="the game (default: %(default)s)")
     parser.add_argument("--opponent", default=None,
                         help="registry spec (default: the game's strongest baseline: heuristic, minimax)")
     parser.add_argument("--seat", choices=("first", "second", "random"), default="random",
                         help="move first, second, or let chance decide (default)")
-    parser.add_argument("--seed", type=int, default=None, help="deal seed (default: random)")
+    parser.add_argument("--seed", type=seed_arg, default=None, help="deal seed, in [0, 2**63) (default: random)")
     parser.add_argument("--replay", metavar="RECORD.json", default=None,
                         help="tell a recorded game (from the web app's Records page) instead of playing")
     args = parser.parse_args(argv)

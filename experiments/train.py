@@ -13,7 +13,8 @@ receives ``checkpoints/``, ``metrics.jsonl``, ``tensorboard/`` and ``config.json
 Ctrl-C or SIGTERM stops after the running iteration with a checkpoint of it (exit
 130 / 143); ``--resume`` continues from the newest intact checkpoint. Exit codes: 0
 done, 2 a bad config or run directory (one line, nothing written), 1 a failure while
-running (e.g. a full disk: one line, the previous checkpoints intact).
+running (e.g. a full disk, or a non-finite loss: one line, the previous checkpoints
+intact). Library logs go to ``<run_dir>/library.log``.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import argparse
 import os
 import sys
 
+from beastybar_jax.cli import OneLineParser, int_in_range
+
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help="YAML config, e.g. configs/quick.yaml")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key (repeatable), e.g. --set alphazero.search.num_simulations=32")
@@ -39,8 +42,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         "several processes (see docs/training.md, 'GPUs and several hosts'); default: the environment "
         "(JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID) or a cluster JAX detects")
     group.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address (implies distributed: true)")
-    group.add_argument("--num-processes", type=int, metavar="N", help="processes in the run")
-    group.add_argument("--process-id", type=int, metavar="I", help="this process's id, 0..N-1")
+    group.add_argument("--num-processes", type=int_in_range(1, 1_000_000), metavar="N", help="processes in the run")
+    group.add_argument("--process-id", type=int_in_range(0, 999_999), metavar="I", help="this process's id, 0..N-1")
     return parser.parse_args(argv)
 
 
@@ -60,25 +63,28 @@ def join_processes(args) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from beastybar_jax.training.interrupt import raise_keyboard_interrupt_on_sigterm
+    from beastybar_jax.training.interrupt import Interrupted, signal_name, when_forced
 
-    previous_sigterm = raise_keyboard_interrupt_on_sigterm()  # until the loop handles both signals
+    when_forced(lambda signum: f"interrupted by {signal_name(signum)} before training started: nothing was saved")
     try:
         return _main(args)
     except KeyboardInterrupt as e:  # before the loop started (loading, restoring)
-        print("interrupted before training started: nothing was saved", file=sys.stderr)
+        signum = getattr(e, "signum", None)
+        name = signal_name(signum) if signum else "SIGINT"
+        print(f"interrupted by {name} before training started: nothing was saved", file=sys.stderr)
         return getattr(e, "exit_code", 130)
     finally:
-        if previous_sigterm is not None:
-            import signal
-
-            signal.signal(signal.SIGTERM, previous_sigterm)
+        when_forced(None)
 
 
 def _main(args) -> int:
     from beastybar_jax.config import ConfigError, load_config
     from beastybar_jax.training.checkpoint import CheckpointError
     from beastybar_jax.training.distributed import DistributedError
+    from beastybar_jax.training.guards import NonFiniteError
+    from beastybar_jax.training.interrupt import active_command
+
+    check_signal = active_command().check if active_command() is not None else (lambda: None)
 
     try:
         if not args.dry_run:
@@ -105,6 +111,11 @@ def _main(args) -> int:
             validate(config, num_devices=jax.device_count())  # divisibility on this machine too
             if config.eval_every:
                 make_opponents(config)  # the opponents exist (and checkpoints among them load)
+            if config.algorithm == "ppo":
+                from beastybar_jax.games import get_game
+                from beastybar_jax.ppo.algorithm import check_opponents
+
+                check_opponents(config, get_game(config.game))  # ppo.opponent(s) too
         except ConfigError as e:
             print(f"config error: {e}", file=sys.stderr)
             return 2
@@ -125,13 +136,22 @@ def _main(args) -> int:
     except OSError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    try:
+        check_signal()  # a signal during the set-up (a restore, the first compiles)
+    except KeyboardInterrupt:
+        loop.close()
+        raise
+    from beastybar_jax.training.library_log import send_library_output_to
+
+    # Orbax / asyncio / thread tracebacks (e.g. around a full disk) go to a file, not the terminal.
+    undo_library_output = send_library_output_to(os.path.join(loop.run_dir, "library.log"))
     code = 0
     try:
         loop.run()
     except Interrupted as e:
         print(e, file=sys.stderr)
         code = e.exit_code
-    except (CheckpointError, OSError) as e:
+    except (CheckpointError, OSError, NonFiniteError) as e:
         print(f"error: {e}", file=sys.stderr)
         code = 1
     finally:
@@ -141,22 +161,14 @@ def _main(args) -> int:
             if code == 0:
                 print(f"error: {e}", file=sys.stderr)
                 code = 1
+        finally:
+            undo_library_output()
     if code == 0:
         print(f"done: {loop.run_dir}")
     return code
 
 
-def _exit(code: int) -> None:
-    """Exit; after an interrupt with a compile still running in its thread, without the
-    interpreter's shutdown (which can crash under a running XLA compile)."""
-    from beastybar_jax.training.compilation import compiles_in_flight
-
-    if code != 0 and compiles_in_flight():
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
-
-
 if __name__ == "__main__":
-    _exit(main())
+    from beastybar_jax.training.interrupt import run_command
+
+    run_command(main)

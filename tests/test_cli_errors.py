@@ -82,7 +82,7 @@ def test_ctrl_c_in_evaluate_keeps_and_prints_the_finished_pairings(tmp_path, mon
     captured = capsys.readouterr()
     assert code == 130
     assert "random" in captured.out and "greedy" in captured.out and "heuristic" not in captured.out
-    assert "interrupted after 1 of 3 pairings" in captured.err and "Traceback" not in captured.err
+    assert "interrupted by SIGINT after 1 of 3 pairings" in captured.err and "Traceback" not in captured.err
     saved = json.loads(report.read_text())
     assert saved["interrupted"] and [r["opponent"] for r in saved["results"]] == ["greedy"]
 
@@ -150,3 +150,104 @@ def test_conformance_tool_on_bad_files(tmp_path, capsys):
         assert conformance.main([str(path)]) == 2
         line = one_line(capsys.readouterr().err)
         assert line.startswith("error: ") and str(path) in line
+
+
+# ----------------------------------------------------------------------------- issue 21: bad numbers and paths
+
+import exploit  # noqa: E402  (experiments/)
+import make_endgame_suite  # noqa: E402
+import play  # noqa: E402
+
+
+def _exit_code(main, argv) -> int:
+    try:
+        return main(argv)
+    except SystemExit as e:  # argparse
+        return e.code
+
+
+@pytest.mark.parametrize("main, argv, expected", [
+    (exploit.main, ["--minutes", "nan"], "argument --minutes: must be a finite number"),  # row 12: 0 iterations, rc 0
+    (exploit.main, ["--minutes", "inf"], "argument --minutes: must be a finite number"),
+    (exploit.main, ["--minutes", "0"], "argument --minutes: must be greater than 0"),
+    (exploit.main, ["--deals", "0"], "argument --deals: must be at least 1"),
+    (exploit.main, ["--seed", "-1"], "argument --seed: must be at least 0"),
+    (evaluate.main, ["--agent", "random", "--games", "0"], "argument --games: must be at least 1"),
+    (evaluate.main, ["--agent", "random", "--games", "99999999999"], "argument --games: must be at most"),
+    (evaluate.main, ["--agent", "random", "--seed", "99999999999999999999999"], "argument --seed: a seed must be"),
+    (play.main, ["--seed", "99999999999999999999999"], "argument --seed: a seed must be"),  # row 13: a traceback
+    (make_endgame_suite.main, ["--seed", "x"], "argument --seed: expected an integer seed"),
+    (make_endgame_suite.main, ["--games", "-3"], "argument --games: must be at least 1"),
+    (benchmark.main, ["search", "--repeats", "0"], "argument --repeats: must be at least 1"),
+    (benchmark.main, ["ppo", "--repeats", "-1"], "argument --repeats: must be at least 1"),
+    (benchmark.main, ["env", "--seed", "1e3"], "argument --seed: expected an integer seed"),
+    (train.main, ["--config", TINY, "--num-processes", "0"], "argument --num-processes: must be at least 1"),
+])
+def test_every_numeric_argument_is_checked_in_one_line(main, argv, expected, capsys):
+    """Issue 21 point 2: every numeric argument is finite and in range, or one line and
+    exit code 2 before any work."""
+    assert _exit_code(main, argv) == 2
+    assert expected in one_line(capsys.readouterr().err)
+
+
+def test_agent_options_have_bounds(capsys):
+    """Issue 21 row 13: mcts-99999999999 was a 65-line int32 traceback."""
+    from beastybar_jax.agents import AgentSpecError, make_agent
+
+    for spec in ("mcts-99999999999", "mcts-8@worlds=100001", "mcts-8@playouts=0"):
+        with pytest.raises(AgentSpecError, match="must be a positive integer up to 100,000"):
+            make_agent(spec)
+    assert evaluate.main(["--agent", "mcts-99999999999", "--opponents", "random"]) == 2
+    assert "mcts-99999999999" in one_line(capsys.readouterr().err)
+
+
+def test_output_paths_are_checked_before_any_work(tmp_path, monkeypatch, capsys):
+    """Issue 21 row 11 and point 2: exploit.py's --json and --save, benchmark.py's --out:
+    an unwritable place is one line and exit code 2 before training (the JSON used to be
+    lost after the whole training and match)."""
+    monkeypatch.setattr(exploit, "exploiter_config", lambda *a, **k: pytest.fail("worked before checking outputs"))
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    for argv, flag in ((["--json", str(a_file / "x.json")], "--json"), (["--json", str(tmp_path)], "--json"),
+                       (["--save", str(a_file)], "--save"), (["--save", str(a_file / "dir")], "--save")):
+        assert exploit.main(["--agent", "random", *argv]) == 2
+        assert one_line(capsys.readouterr().err).startswith(f"error: {flag} ")
+    assert benchmark.main(["env", "--out", str(tmp_path)]) == 2
+    assert "--out" in one_line(capsys.readouterr().err)
+
+
+def test_dry_run_builds_the_ppo_opponents(capsys):
+    """Issue 21 row 8: `--dry-run --set ppo.opponent=godzilla` said `config ok`."""
+    ppo = str(tiny_training.REPO_ROOT / "configs" / "ppo_quick.yaml")
+    assert train.main(["--config", ppo, "--dry-run", "--set", "ppo.opponent=godzilla"]) == 2
+    assert "ppo.opponent" in one_line(capsys.readouterr().err)
+    assert train.main(["--config", ppo, "--dry-run", "--set", "ppo.opponent=heuristic"]) == 0
+
+
+def test_run_names_outside_runs_are_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    """Issue 21 row 7: `--set name=..` wrote checkpoints, metrics and the lock into the
+    repository root."""
+    monkeypatch.chdir(tmp_path)
+    assert train.main(["--config", TINY, "--set", "name=.."]) == 2
+    assert "config key 'name'" in one_line(capsys.readouterr().err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_endgame_tables_are_not_cut_when_piped():
+    """Issue 21 row 6: `evaluate.py --endgames ... > file` cut the table to 80 columns."""
+    from beastybar_jax.endgame.suite import EndgameScore
+
+    names = ["checkpoint:/a/rather/long/path/to/a/run/number/one", "checkpoint:/a/rather/long/path/to/a/run/number/two"]
+    fields = {f: 0.5 for f in EndgameScore.__dataclass_fields__ if f not in ("agent", "positions")}
+    out = io.StringIO()
+    evaluate.print_endgame_table([EndgameScore(agent=n, positions=10, **fields) for n in names], out=out)
+    assert all(name in out.getvalue() for name in names)
+
+
+def test_curves_names_a_file_that_is_not_text(tmp_path, capsys):
+    """Issue 21 row 18: a non-UTF-8 metrics.jsonl: one line that names the file."""
+    import curves
+
+    (tmp_path / "metrics.jsonl").write_bytes(b'{"iteration": 1}\n\xff\xfe\x00garbage\n')
+    assert curves.main([str(tmp_path)]) == 2
+    assert str(tmp_path / "metrics.jsonl") in one_line(capsys.readouterr().err)

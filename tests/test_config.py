@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import re
 
 import pytest
 
@@ -128,3 +129,44 @@ def test_config_files_that_are_not_yaml_text_are_config_errors(tmp_path):
     binary.write_bytes(bytes(range(256)))
     with pytest.raises(ConfigError, match=str(binary.name)):
         load_config(binary)
+
+
+def test_config_files_that_would_be_misread_are_errors(tmp_path):
+    """Issue 21 rows 5, 14, 16: an empty file (it started a default run of hours), a key
+    given twice (the last one won), an alias bomb (it hung), keys of the algorithm the
+    run does not use (ignored without a word)."""
+    cases = {
+        "empty.yaml": ("# nothing yet\n", "is empty"),
+        "twice.yaml": ("num_games: 8\nseed: 1\nnum_games: 16\n", "key 'num_games' is given twice (lines 1 and 3)"),
+        "nested_twice.yaml": ("network:\n  width: 8\n  width: 16\n", "key 'width' is given twice"),
+        "bomb.yaml": ("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+            f"a{i}: &a{i} [{', '.join([f'*a{i - 1}' if i > 1 else '*a'] * 9)}]\n" for i in range(1, 10)),
+            "expand to more than"),
+        "ppo_in_alphazero.yaml": ("algorithm: alphazero\nppo:\n  clip_eps: 0.3\n", "'ppo.clip_eps' has no effect"),
+        "alphazero_in_ppo.yaml": ("algorithm: ppo\nalphazero:\n  batch_size: 16\n",
+                                  "'alphazero.batch_size' has no effect with algorithm: ppo"),
+    }
+    for name, (text, fragment) in cases.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(ConfigError, match=re.escape(fragment)):
+            load_config(tmp_path / name)
+    with pytest.raises(ConfigError, match="expand to more than"):
+        load_config(CONFIGS / "tiny.yaml", ["network=" + (tmp_path / "bomb.yaml").read_text().replace("\n", ", ")
+                                            .join("{}")])
+    merged = tmp_path / "merged.yaml"  # a << merge may be overridden: that is no duplicate
+    merged.write_text("base: &base {width: 8, depth: 1}\nnetwork:\n  <<: *base\n  width: 16\n")
+    with pytest.raises(ConfigError, match="unknown config key 'base'"):
+        load_config(merged)
+    ppo = load_config(CONFIGS / "ppo_quick.yaml", ["alphazero.search.num_simulations=4"])  # eval_simulations use it
+    assert ppo.alphazero.search.num_simulations == 4
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("name=..", "config key 'name'"),  # runs/.. is the repository itself (issue 21 row 7)
+    ("name=.", "config key 'name'"),
+    ("name=a,b", "config key 'name'"),
+    ("run_dir=/tmp/runs/a,b", "config key 'run_dir' must not contain ','"),  # no agent spec could name it (row 15)
+])
+def test_run_names_that_would_misplace_the_run(override, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        load_config(CONFIGS / "tiny.yaml", [override])

@@ -165,12 +165,11 @@ def test_processes_with_different_configs_are_refused(tmp_path, cache_dir):
 
 def test_an_unreachable_coordinator_is_a_timeout_with_a_message(tmp_path, cache_dir):
     port = free_port()  # nobody listens there
-    start = time.monotonic()
     done = run_one(tiny_argv(tmp_path / "run", "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",
                              "--process-id", "1", "--set", "distributed_timeout=3"), 1, cache_dir)
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"could not reach the coordinator at 127.0.0.1:{port} within 3 s" in done.stderr
-    assert "Traceback" not in done.stderr and time.monotonic() - start < 120
+    assert "Traceback" not in done.stderr  # (the subprocess timeout catches a hang; no verdict on seconds)
 
 
 def test_incomplete_settings_name_what_is_missing(tmp_path, cache_dir):

@@ -1,5 +1,5 @@
-"""Run ``experiments/train.py`` (arguments as given) with a pause at one chosen moment,
-so a test can send a signal or ``kill -9`` exactly there.
+"""Run ``experiments/train.py`` (or ``$PAUSE_SCRIPT``; arguments as given) with a pause at
+one chosen moment, so a test can send a signal or ``kill -9`` exactly there.
 
 Environment:
   PAUSE_AT: where to pause:
@@ -7,11 +7,15 @@ Environment:
       until the process ends);
     ``hook:N``: after iteration N ran, before its metrics line is written;
     ``save:N``: right after the save of checkpoint N started (orbax still writing);
-    ``logged:N``: after iteration N's metrics line is written.
+    ``logged:N``: after iteration N's metrics line is written;
+    ``call:MODULE:NAME:N``: before the N-th call of ``MODULE.NAME`` (any command line).
   PAUSE_MARKER: a file written (with this process's pid) when the pause starts.
+  PAUSE_STUCK: when set, a pause ignores signals (like a long compile or device call,
+    during which Python runs no handler): only the command's watchdog can end it.
+  PAUSE_SCRIPT: the command line to run (default experiments/train.py).
 
-A pause in the main thread ends when the loop's handler has noted a signal, or after
-``PAUSE_LIMIT`` seconds (default 300).
+A pause in the main thread ends when the loop's (or the command's) handler has noted a
+signal, or after ``PAUSE_LIMIT`` seconds (default 300).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ def pause(should_stop=stop_requested) -> None:
         f.write(str(os.getpid()))
     os.replace(marker + ".tmp", marker)
     deadline = time.monotonic() + float(os.environ.get("PAUSE_LIMIT", "300"))
+    if os.environ.get("PAUSE_STUCK"):
+        should_stop = lambda: False  # noqa: E731
     while time.monotonic() < deadline and not should_stop():
         time.sleep(0.02)
 
@@ -47,7 +53,7 @@ def install(spec: str) -> None:
     from beastybar_jax.training.metrics import MetricsLogger
 
     kind, _, number = spec.partition(":")
-    at = int(number) if number else None
+    at = int(number) if number.isdigit() else None
     if kind == "compile":
         real = loop_module.compile_in_thread
 
@@ -88,6 +94,22 @@ def install(spec: str) -> None:
                 pause()
 
         MetricsLogger.log = log
+    elif kind == "call":
+        import functools
+        import importlib
+
+        module_name, name, count = number.split(":")
+        module = importlib.import_module(module_name)
+        real_call, calls = getattr(module, name), []
+
+        @functools.wraps(real_call)
+        def call(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == int(count):
+                pause()
+            return real_call(*args, **kwargs)
+
+        setattr(module, name, call)
     else:
         raise SystemExit(f"PAUSE_AT: unknown place {spec!r}")
 
@@ -95,6 +117,7 @@ def install(spec: str) -> None:
 if __name__ == "__main__":
     sys.path.insert(0, REPO_ROOT)
     install(os.environ["PAUSE_AT"])
-    train = os.path.join(REPO_ROOT, "experiments", "train.py")
-    sys.argv = [train, *sys.argv[1:]]
-    runpy.run_path(train, run_name="__main__")
+    script = os.path.join(REPO_ROOT, os.environ.get("PAUSE_SCRIPT", os.path.join("experiments", "train.py")))
+    sys.path.insert(0, os.path.dirname(script))
+    sys.argv = [script, *sys.argv[1:]]
+    runpy.run_path(script, run_name="__main__")

@@ -97,9 +97,15 @@ def split_options(spec: str) -> tuple[str, dict[str, str]]:
     return base, dict(reversed(list(options.items())))
 
 
+MAX_OPTION_VALUE = 100_000
+"""The largest N of ``mcts-N`` / ``@sims=N`` / ``@worlds=N`` / ``@playouts=N``: far beyond
+useful searches, and within the int32 counters of the batched search."""
+
+
 def _positive_int(spec: str, key: str, value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise AgentSpecError(f"agent spec {spec!r}: option {key}={value!r} must be a positive integer")
+    if not value.isdigit() or not 1 <= int(value) <= MAX_OPTION_VALUE:
+        raise AgentSpecError(f"agent spec {spec!r}: option {key}={value!r} must be a positive integer "
+                             f"up to {MAX_OPTION_VALUE:,}")
     return int(value)
 
 

@@ -131,6 +131,22 @@ def build_opponents(config, game, network) -> tuple[rollout.OpponentSlots, ...]:
         raise ConfigError(f"config key {key!r}: {e}") from None
 
 
+def check_opponents(config, game) -> None:
+    """Build the run's registry opponents (nothing compiles) so that ``--dry-run`` fails
+    like the real run on an unknown spec or an unreadable checkpoint (``ConfigError``)."""
+    from beastybar_jax.agents import AgentSpecError, make_agent
+    from beastybar_jax.training.checkpoint import CheckpointError
+
+    key = "ppo.opponent" if config.ppo.exploiter else "ppo.opponents"
+    for name, _ in config.ppo.opponent_slots(config.num_games):
+        if name in (SELF, POOL):
+            continue
+        try:
+            make_agent(name, game=game)
+        except (AgentSpecError, CheckpointError) as e:
+            raise ConfigError(f"config key {key!r}: {e}") from None
+
+
 def make_learner(network, optimizer: optax.GradientTransformation, config: PPOConfig, aux_score_head: bool):
     """``learn(params, opt_state, batch [N], key) -> (params, opt_state, mean metrics)``:
     ``num_epochs`` shuffles of the ``N`` rows, each cut into ``num_minibatches``

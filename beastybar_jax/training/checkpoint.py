@@ -210,15 +210,20 @@ def _local_int(x) -> int:
     return int(np.asarray(x.addressable_data(0) if isinstance(x, jax.Array) else x))
 
 
-def non_finite_leaf(tree) -> str | None:
-    """The path of the first floating-point leaf of ``tree`` holding a NaN or an
-    infinity, or None. Reads each leaf's first local copy (parameters and optimizer
-    state are replicated, so every process decides alike)."""
+IMPLAUSIBLE_MAGNITUDE = 1e30
+"""A parameter or optimizer value this large is damage (a flipped exponent bit), not
+training: the next forward pass overflows to NaN. Restores refuse it like a NaN."""
+
+
+def non_finite_leaf(tree, limit: float = IMPLAUSIBLE_MAGNITUDE) -> str | None:
+    """The path of the first floating-point leaf of ``tree`` holding a NaN, an
+    infinity or a value beyond ``±limit``, or None. Reads each leaf's first local copy
+    (parameters and optimizer state are replicated, so every process decides alike)."""
     for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
         if not jax.numpy.issubdtype(getattr(leaf, "dtype", np.float32), jax.numpy.floating):
             continue
-        local = leaf.addressable_data(0) if isinstance(leaf, jax.Array) else leaf
-        if not np.all(np.isfinite(np.asarray(local, dtype=np.float32))):
+        local = np.asarray(leaf.addressable_data(0) if isinstance(leaf, jax.Array) else leaf, dtype=np.float32)
+        if not np.all(np.isfinite(local)) or (local.size and float(np.max(np.abs(local))) > limit):
             return jax.tree_util.keystr(path)
     return None
 
@@ -374,7 +379,7 @@ class Checkpointer:
         state = type(abstract_state)(params=restored["params"], **restored["train_state"])
         bad = non_finite_leaf(dict(params=state.params, opt_state=getattr(state, "opt_state", None)))
         if bad is not None:
-            raise DamagedCheckpointError(path, step, f"non-finite values in {bad}")
+            raise DamagedCheckpointError(path, step, f"non-finite values (or beyond ±{IMPLAUSIBLE_MAGNITUDE:g}) in {bad}")
         iteration = _local_int(state.iteration)
         if iteration != step:
             raise DamagedCheckpointError(path, step, f"it holds iteration {iteration}")
@@ -473,7 +478,7 @@ def _load_network(manager, directory: str, step: int) -> TrainedModel:
                                                  f"it is incomplete") from None
     bad = non_finite_leaf(params)
     if bad is not None:
-        raise DamagedCheckpointError(path, step, f"non-finite values in {bad}")
+        raise DamagedCheckpointError(path, step, f"non-finite values (or beyond ±{IMPLAUSIBLE_MAGNITUDE:g}) in {bad}")
     return TrainedModel(network=network, params=params, config=config, iteration=int(step), path=path, game=game)
 
 

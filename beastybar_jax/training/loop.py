@@ -38,7 +38,8 @@ from beastybar_jax.games import Game
 from beastybar_jax.training import distributed
 from beastybar_jax.training.checkpoint import CheckpointError, Checkpointer
 from beastybar_jax.training.compilation import compile_in_thread, enable_compilation_cache
-from beastybar_jax.training.interrupt import Interrupted, StopRequest, signal_name
+from beastybar_jax.training.guards import check_finite_losses, check_finite_state
+from beastybar_jax.training.interrupt import Interrupted, StopRequest, acknowledge_stop, signal_name, when_forced
 from beastybar_jax.training.metrics import MetricsLogger
 from beastybar_jax.training.rundir import RunLock, prepare_run_dir
 from beastybar_jax.training.trainer import Trainer, abstract_state, iteration_key, make_trainer
@@ -130,6 +131,10 @@ class TrainLoop:
             self.state = self.trainer.init(jax.random.key(config.seed))
             self.resumed_from = None
         self.start_iteration = int(np.asarray(self.state.iteration.addressable_data(0)))
+        if self.start_iteration > config.num_iterations:
+            raise CheckpointError(f"cannot resume: {self.run_dir} is at iteration {self.start_iteration}, past "
+                                  f"num_iterations {config.num_iterations}; to train on, raise it (e.g. --set "
+                                  f"num_iterations={2 * self.start_iteration})")
         self._rng = np.asarray(self.state.rng.addressable_data(0))
         self._saved = self.resumed_from  # the iteration of the newest checkpoint this loop knows is written
         self._logged = self.start_iteration  # the last iteration whose metrics line is written
@@ -163,6 +168,7 @@ class TrainLoop:
         """Raise :class:`Interrupted` when a signal asked to stop (single process: in a
         multi-process run the processes must agree, which happens between iterations)."""
         if self._stop.requested and jax.process_count() == 1:
+            acknowledge_stop()
             raise Interrupted(self._stop.signum)
 
     def compile(self, lowered, label: str):
@@ -191,6 +197,7 @@ class TrainLoop:
         iteration = self.iteration
         if iteration != self._logged or iteration == self._saved or iteration == self.start_iteration:
             return False
+        check_finite_state(iteration, self.state, self._saved)  # never a checkpoint of NaNs
         self.checkpointer.save(iteration, self.state, self.config, dict(totals=self.totals), force=force)
         self._saved = iteration
         return True
@@ -202,6 +209,7 @@ class TrainLoop:
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
         seconds = time.perf_counter() - start
         iteration += 1
+        check_finite_losses(iteration, metrics, self._saved)
         moves = int(metrics["moves"])
         self.totals["games"] += int(metrics.get("games_finished", 0))
         self.totals["moves"] += moves
@@ -235,6 +243,9 @@ class TrainLoop:
         sims = self.trainer.algorithm.simulations_per_move(config)
         iteration = self.start_iteration
         self._stop = StopRequest().install()
+        # A command line's watchdog (interrupt.CommandSignals) ends the process with this line
+        # when a signal finds the loop stuck in a long compile or device call.
+        previous_forced = when_forced(self._forced_message)
         completed = False
         try:
             if iteration < stop:
@@ -251,12 +262,14 @@ class TrainLoop:
             self.checkpointer.wait()
             completed = True
         except KeyboardInterrupt as e:
+            acknowledge_stop()
             signum = getattr(e, "signum", None) or self._stop.signum or signal.SIGINT
             self.save(force=True)
             self.checkpointer.wait()
             raise Interrupted(signum, self._interrupt_message(signum)) from None
         finally:
             self._stop.restore()
+            when_forced(previous_forced)
             if not completed:
                 try:
                     self.checkpointer.wait()  # a save in flight completes (or its error is dropped:
@@ -264,6 +277,15 @@ class TrainLoop:
                     pass
             self.logger.stop_progress()
         return self.state
+
+    def _forced_message(self, signum: int) -> str:
+        """The line of a stop the loop could not reach (its iteration in flight is lost)."""
+        name, where = signal_name(signum), os.path.join(self.run_dir, "checkpoints")
+        if self._saved is None:
+            return (f"interrupted by {name} during iteration {self._logged + 1}: no checkpoint yet; run the same "
+                    f"command again to start afresh")
+        return (f"interrupted by {name} during iteration {self._logged + 1}: the newest checkpoint is {self._saved} in "
+                f"{where}; continue with --resume")
 
     def _interrupt_message(self, signum: int) -> str:
         name = signal_name(signum)

@@ -135,7 +135,10 @@ class MetricsLogger:
         if not self.is_main:
             return
         os.makedirs(run_dir, exist_ok=True)
-        rewind_jsonl(self.jsonl_path, start_iteration)
+        dropped = rewind_jsonl(self.jsonl_path, start_iteration)
+        if dropped:  # said once the console is up (below)
+            self._dropped_note = (f"{self.jsonl_path}: dropped {len(dropped)} line(s) that were not JSON records "
+                                  f"(line {', '.join(map(str, dropped[:5]))}{', ...' if len(dropped) > 5 else ''})")
         self._jsonl_fd = os.open(self.jsonl_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if tensorboard:
             from tensorboardX import SummaryWriter
@@ -157,6 +160,8 @@ class MetricsLogger:
             )
             self._task = self._progress.add_task("training", total=total_iterations, completed=start_iteration)
             self._progress.start()
+        if getattr(self, "_dropped_note", None):
+            self.message(self._dropped_note, important=True)
 
     def write_config(self, config, run_info: dict | None = None) -> None:
         """``config.json`` (the resolved config) and ``run.json`` (devices, versions)."""
@@ -246,35 +251,47 @@ def _append_line(fd: int, path: str, line: str) -> None:
         raise OSError(e.errno, f"cannot write {path}: {e.strerror or e}") from None
 
 
-def _parse_lines(lines: list[str], path: str, strict: bool) -> list[dict]:
+def _parse_lines(lines: list[str], path: str, strict: bool, dropped: list | None = None) -> list[dict]:
+    """The records of ``lines``. A line that is not a JSON object: the last one is a
+    partial write (skipped); elsewhere ``ValueError`` when ``strict``, else its number
+    goes to ``dropped``."""
     records = []
     last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except ValueError:
-            if i == last or not strict:
-                continue  # a partial last line (a crash or a full disk while writing it)
-            raise ValueError(f"{path}:{i + 1} is not a JSON line: {line[:80]!r}") from None
+            record = None
+        if isinstance(record, dict):
+            records.append(record)
+            continue
+        if i == last:
+            continue  # a partial last line (a crash or a full disk while writing it)
+        if strict:
+            raise ValueError(f"{path}:{i + 1} is not a JSON record: {line[:80]!r}")
+        if dropped is not None:
+            dropped.append(i + 1)
     return records
 
 
-def rewind_jsonl(path: str, iteration: int) -> None:
+def rewind_jsonl(path: str, iteration: int) -> list[int]:
     """Cut a ``metrics.jsonl`` back to the records of iterations ``<= iteration`` (and
-    drop lines that are not JSON, e.g. a partial last line), replacing the file
-    atomically; nothing happens when it is already so."""
+    drop lines that are not JSON records, e.g. a partial last line), replacing the file
+    atomically; nothing happens when it is already so. Returns the numbers of the
+    dropped lines other than a partial last one (damage the caller should report)."""
     if not os.path.exists(path):
-        return
+        return []
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read()
-    records = _parse_lines(text.splitlines(), path, strict=False)
-    kept = [r for r in records if isinstance(r, dict) and r.get("iteration", 0) <= iteration]
+    dropped: list[int] = []
+    records = _parse_lines(text.split("\n"), path, strict=False, dropped=dropped)
+    kept = [r for r in records if r.get("iteration", 0) <= iteration]
     new_text = "".join(json.dumps(r) + "\n" for r in kept)
-    if new_text == text:
-        return
-    _write_text(path, new_text)
+    if new_text != text:
+        _write_text(path, new_text)
+    return dropped
 
 
 def _write_text(path: str, text: str) -> None:
@@ -294,5 +311,10 @@ def _write_text(path: str, text: str) -> None:
 def read_jsonl(path: str) -> list[dict]:
     """The records of a ``metrics.jsonl`` file. A partial last line (a run killed or
     out of disk while writing it) is skipped; a bad line elsewhere raises ``ValueError``."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return _parse_lines(f.read().splitlines(), path, strict=True)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not UTF-8 text (byte {e.start}): not a metrics.jsonl file, or a damaged "
+                         f"one") from None
+    return _parse_lines(text.split("\n"), path, strict=True)

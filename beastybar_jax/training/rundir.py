@@ -70,13 +70,22 @@ class RunLock:
     def acquire(self) -> "RunLock":
         if self._fd is not None:
             return self
+        for _ in range(10):  # a holder may remove the file between our open and our flock: open again
+            self._acquire_once()
+            if self._fd is None or _same_file(self._fd, self.path):
+                return self
+            fd, self._fd = self._fd, None
+            os.close(fd)
+        raise RunDirError(f"cannot lock {self.path}: it keeps being replaced")
+
+    def _acquire_once(self) -> None:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
             raise RunDirError(f"cannot create the lock file {self.path}: {e.strerror or e}") from None
         if fcntl is None:
             self._fd = fd
-            return self
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -97,14 +106,18 @@ class RunLock:
         except OSError:
             pass  # the lock holds without its note (e.g. a full disk)
         self._fd = fd
-        return self
 
     def release(self) -> None:
+        """Remove the lock file (while still holding the lock, so a process that opened
+        it meanwhile sees it replaced and opens again) and release the lock."""
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
         try:
-            os.ftruncate(fd, 0)
+            if _same_file(fd, self.path):
+                os.remove(self.path)
+            else:
+                os.ftruncate(fd, 0)
         except OSError:
             pass
         os.close(fd)  # closing the descriptor releases the flock
@@ -122,3 +135,12 @@ def _read_holder(fd: int) -> str:
         return f"pid {holder['pid']} on host {holder['host']}, since {holder['since']}"
     except (OSError, ValueError, KeyError, TypeError):
         return "a process that has not written its pid yet"
+
+
+def _same_file(fd: int, path: str) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        a, b = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)

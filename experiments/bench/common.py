@@ -22,6 +22,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from beastybar_jax.cli import seed as seed_arg
 from beastybar_jax.config import ConfigError, TrainConfig, load_config
 from beastybar_jax.training.metrics import format_rate
 
@@ -85,7 +86,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, out: str, repeats_help
     parser.add_argument("--repeats", type=int_at_least(1), default=3,
                         help=f"{repeats_help} per configuration; the best is kept (default 3)")
     if seed:
-        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--seed", type=seed_arg, default=0)
     parser.add_argument("--out", default=out, help=f"JSON output path (default {out})")
 
 
