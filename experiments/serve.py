@@ -10,19 +10,23 @@ http://localhost:8000 locally. Needs the ``web`` extra (``pip install -e ".[web]
 
 from __future__ import annotations
 
-import argparse
 import sys
+
+from beastybar_jax.cli import OneLineParser, finite_float, int_in_range
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Serve the web app (play, watch, analyse, records).")
+    parser = OneLineParser(description="Serve the web app (play, watch, analyse, records).")
     parser.add_argument("--agent", default=None,
                         help="default opponent, any registry spec (default: champion if registered, "
                              "else the strongest shipped agent)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
-    parser.add_argument("--ttl-minutes", type=float, default=60.0, help="idle games expire after this long")
-    parser.add_argument("--max-games", type=int, default=500, help="games kept at most (oldest idle go first)")
+    parser.add_argument("--port", type=int_in_range(1, 65535), default=8000,
+                        help="port (default: %(default)s)")
+    parser.add_argument("--ttl-minutes", type=finite_float(above=0, maximum=525_600), default=60.0,
+                        help="idle games expire after this long")
+    parser.add_argument("--max-games", type=int_in_range(1, 1_000_000), default=500,
+                        help="games kept at most (oldest idle go first)")
     parser.add_argument("--check", action="store_true", help="build the app (check --agent) and exit without serving")
     args = parser.parse_args(argv)
     try:
@@ -31,6 +35,7 @@ def main(argv=None) -> int:
         print('error: the web app needs its extra: pip install -e ".[web]"', file=sys.stderr)
         return 2
     from beastybar_jax.training.compilation import enable_compilation_cache
+    from beastybar_jax.training.interrupt import active_command, signal_name
     from beastybar_jax.web.app import create_app
     from beastybar_jax.web.engine import AgentUnavailable
 
@@ -45,9 +50,19 @@ def main(argv=None) -> int:
         return 0
     print(f"Serving on http://{args.host}:{args.port}  (default opponent: {app.state.defaults['beastybar']}; "
           "Ctrl-C stops)", flush=True)
+    # uvicorn answers SIGINT / SIGTERM itself (it stops serving, then hands the signal on);
+    # the command's contract then ends it with one line and 130 / 143.
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    signals = active_command()
+    if signals is not None and signals.requested:
+        signals.acknowledge()
+        print(f"interrupted by {signal_name(signals.signum)}: the server stopped (its games were in memory only)",
+              file=sys.stderr)
+        return 128 + signals.signum
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from beastybar_jax.training.interrupt import run_command
+
+    run_command(main)

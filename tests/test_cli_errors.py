@@ -107,7 +107,7 @@ def test_evaluate_tables_are_not_cut_when_piped():
     (["selfplay", "--repeats", "0"], "argument --repeats: must be at least 1, got 0"),
     (["selfplay", "--moves", "0"], "argument --moves: must be at least 1, got 0"),
     (["search", "--repeats", "0"], "argument --repeats: must be at least 1, got 0"),
-    (["ppo", "--config", TINY, "--set", "no_such_key=1"], "unknown config key 'no_such_key'"),
+    (["ppo", "--config", str(tiny_training.REPO_ROOT / "configs" / "ppo_quick.yaml"), "--set", "no_such_key=1"], "unknown config key 'no_such_key'"),
     (["env", "--batch-sizes", "2^3,0"], "argument --batch-sizes: expected comma-separated integers >= 1"),
     (["endgames", "--modes", "best,exact"], "argument --modes: expected comma-separated names from results, best"),
 ])

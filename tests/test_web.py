@@ -7,9 +7,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import pathlib
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 
 import jax
 import numpy as np
@@ -344,3 +350,36 @@ def test_while_the_agent_compiles_the_answer_says_so(monkeypatch):
         gate.set()
         response = until_done(c, response)
         assert response.status_code == 200 and response.json()["ply"] == 1
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_serve_stops_on_a_signal_with_one_line_and_its_exit_code(tmp_path, signum):
+    """The command lines' signal contract holds for the server too: uvicorn stops
+    serving, then the command ends with one line and 130 / 143, no traceback."""
+    with socket.socket() as s:  # a free port on the loopback interface
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen([sys.executable, str(REPO / "experiments" / "serve.py"), "--agent", "random",
+                                "--port", str(port)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=dict(os.environ, BEASTYBAR_STOP_SECONDS="600"))
+    try:
+        deadline = time.monotonic() + 600  # generous: a busy machine; nothing waits this long unless broken
+        while True:  # until the server answers
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the server never answered"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.2)
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 128 + signum, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines == [f"interrupted by {signal.Signals(signum).name}: the server stopped (its games were in memory "
+                     f"only)"], err[-3000:]
