@@ -56,6 +56,12 @@ __all__ = [
 ]
 
 ALGORITHM_NAMES = ("alphazero", "ppo")
+
+
+def decay_steps(config, total_updates: int) -> int:
+    """Updates until the learning rate's cosine reaches its end value: ``decay_steps``, or
+    (0) the run's last update (``total_updates``)."""
+    return config.decay_steps if config.decay_steps > 0 else max(total_updates, config.warmup_steps + 1)
 """Values of the ``algorithm`` key; each names a package with an :class:`~beastybar_jax.training.algorithm.Algorithm`."""
 
 

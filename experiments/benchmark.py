@@ -48,7 +48,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.game import BEASTYBAR
+from beastybar_jax.games.beastybar import BEASTYBAR
 from beastybar_jax.games import Game
 from beastybar_jax.training.metrics import format_rate
 
@@ -330,7 +330,7 @@ def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves
     ``batch_size`` games with ``num_simulations`` simulations per move, replay insert
     and ``num_updates`` SGD steps) with ``base_config``'s network and search."""
     from beastybar_jax.games import get_game
-    from beastybar_jax.training import make_trainer
+    from beastybar_jax.training.trainer import make_trainer
 
     max_game_length = get_game(base_config.game).max_game_length
     az = base_config.alphazero
@@ -465,7 +465,7 @@ ENDGAME_SOURCES = {
     "endgames": "every position of random games with both decks empty (1-8 cards in hand)",
     "start": "positions where both decks just ran out (8 cards in hand, 8 plies to go: the largest)",
     "solvable": "every solvable position of random games (also the one before the last draw, 9 cards)",
-    "suite": "the endgame yardstick suite (beastybar_jax/endgame/endgame_suite.npz), repeated",
+    "suite": "the endgame yardstick suite (beastybar_jax/games/beastybar/endgame/endgame_suite.npz), repeated",
 }
 
 
@@ -474,8 +474,8 @@ def endgame_positions(source: str, count: int, seed: int = 0):
     import numpy as np
 
     from beastybar_jax.agents import make_agent
-    from beastybar_jax.endgame import positions
-    from beastybar_jax.endgame.suite import load_suite
+    from beastybar_jax.games.beastybar.endgame import positions
+    from beastybar_jax.games.beastybar.endgame.suite import load_suite
 
     if source == "suite":
         suite = load_suite()
@@ -496,7 +496,7 @@ def endgame_positions(source: str, count: int, seed: int = 0):
 
 def bench_endgames(states, mode: str, num_lanes: int, repeats: int) -> dict:
     """Compile and time ``endgame.solver.search`` on a batch; returns a result row."""
-    from beastybar_jax.endgame import solver
+    from beastybar_jax.games.beastybar.endgame import solver
 
     config = solver.SolverConfig(mode=mode, num_lanes=num_lanes)
     states = jax.device_put(states)
@@ -551,7 +551,7 @@ def bench_ppo(base_config, batch_size: int, repeats: int) -> dict:
     moves against the config's opponents, advantages, and ``num_epochs`` x
     ``num_minibatches`` optimizer steps. ``steps_per_second`` counts every game move
     (learner's and opponents'), ``learner_moves_per_second`` the learner's decisions."""
-    from beastybar_jax.training import make_trainer
+    from beastybar_jax.training.trainer import make_trainer
 
     config = base_config.replace(num_games=batch_size)
     ppo = config.ppo
@@ -608,7 +608,7 @@ def run_ppo(args: argparse.Namespace) -> int:
 
 
 def _parse_modes(text: str) -> list[str]:
-    from beastybar_jax.endgame.solver import MODES
+    from beastybar_jax.games.beastybar.endgame.solver import MODES
 
     modes = [m.strip() for m in text.split(",") if m.strip()]
     if not modes or any(m not in MODES for m in modes):

@@ -112,7 +112,7 @@ def _main(args) -> int:
         print(f"config ok; run_dir {config.resolved_run_dir}{' (resume)' if args.resume else ''}")
         return 0
 
-    from beastybar_jax.training import TrainLoop
+    from beastybar_jax.training.loop import TrainLoop
     from beastybar_jax.training.interrupt import Interrupted
     from beastybar_jax.training.rundir import RunDirError
 

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from beastybar_jax import game
+from beastybar_jax.games import beastybar as game
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 CORPUS = REPO_ROOT.parent / "shared" / "conformance" / "reference_random_games.jsonl.gz"
@@ -99,7 +99,7 @@ def corpus_path() -> str:
 @pytest.fixture(scope="session")
 def corpus_traces(corpus_path):
     """The corpus parsed once into ``conformance.Traces``."""
-    from beastybar_jax import conformance
+    from beastybar_jax.games.beastybar import conformance
 
     return conformance.load_traces(corpus_path)
 

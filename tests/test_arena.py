@@ -15,7 +15,8 @@ import jax
 import numpy as np
 import pytest
 
-from beastybar_jax import arena, game
+from beastybar_jax import arena
+from beastybar_jax.games import beastybar as game
 from beastybar_jax.agents import make_agent
 from beastybar_jax.arena import MatchOutcomes, MatchResult, elo_table, play_match, summarize
 

@@ -131,7 +131,7 @@ def test_benchmark_never_times_zero_repeats():
 def test_conformance_tool_on_bad_files(tmp_path, capsys):
     """Row 10: missing, a directory, binary, not gzip, not JSON, not a trace: one line
     naming the file, exit code 2."""
-    from beastybar_jax import conformance
+    from beastybar_jax.games.beastybar import conformance
 
     binary = tmp_path / "binary.jsonl"
     binary.write_bytes(bytes(range(256)))

@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 
 import tiny_training
-from beastybar_jax.training import load_agent, read_jsonl
+from beastybar_jax.checkpoint import load_agent
+from beastybar_jax.training.metrics import read_jsonl
 
 CLI = tiny_training.REPO_ROOT / "experiments" / "train.py"
 COMPARED = ("loss", "policy_loss", "value_loss", "aux_loss", "games_finished", "buffer_size", "positions_inserted")

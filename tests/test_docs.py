@@ -111,7 +111,7 @@ def test_training_commands_validate(where, command, capsys):
 def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, monkeypatch):
     import evaluate
     from beastybar_jax.arena import MatchResult
-    from beastybar_jax.endgame import suite as endgame_suite
+    from beastybar_jax.games.beastybar.endgame import suite as endgame_suite
 
     played = []
 

@@ -7,7 +7,8 @@ import pytest
 
 import tiny_training
 from beastybar_jax.config import ConfigError
-from beastybar_jax.training import TrainLoop, read_jsonl
+from beastybar_jax.training.loop import TrainLoop
+from beastybar_jax.training.metrics import read_jsonl
 
 sys.path.insert(0, str(tiny_training.REPO_ROOT / "experiments"))
 

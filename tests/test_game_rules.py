@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from beastybar_jax import game
-from beastybar_jax.game import actions as A
-from beastybar_jax.game import cards as C
+from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.beastybar import actions as A
+from beastybar_jax.games.beastybar import cards as C
 
 step = jax.jit(game.step)
 legal_action_mask = jax.jit(game.legal_action_mask)

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beastybar_jax import game
-from beastybar_jax.game import cards as C
+from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.beastybar import cards as C
 
 from conftest import random_playout
 

@@ -72,7 +72,7 @@ def test_no_import_circle():
 
 @pytest.mark.parametrize("module, forbidden", [
     ("beastybar_jax.config", ("beastybar_jax.agents", "beastybar_jax.training", "beastybar_jax.arena")),
-    ("beastybar_jax.games", ("beastybar_jax.game", "beastybar_jax.search", "beastybar_jax.network")),
+    ("beastybar_jax.games", ("beastybar_jax.games.beastybar", "beastybar_jax.search", "beastybar_jax.network")),
     ("beastybar_jax.training.trainer", ("beastybar_jax.alphazero.algorithm", "beastybar_jax.ppo.algorithm")),
     ("beastybar_jax.training.loop", ("beastybar_jax.alphazero.algorithm", "beastybar_jax.ppo.algorithm")),
     ("beastybar_jax.ppo.algorithm", ("beastybar_jax.alphazero.algorithm", "beastybar_jax.alphazero.selfplay",
@@ -81,7 +81,7 @@ def test_no_import_circle():
                                            "beastybar_jax.ppo.loss")),
     ("beastybar_jax.ppo.config", ("beastybar_jax.ppo.rollout", "beastybar_jax.agents", "beastybar_jax.training")),
     ("beastybar_jax.search", ("beastybar_jax.alphazero", "beastybar_jax.training")),
-    ("beastybar_jax.network", ("beastybar_jax.game",)),
+    ("beastybar_jax.network", ("beastybar_jax.games.beastybar",)),
 ])
 def test_arrows_point_one_way(module, forbidden):
     reached = _reachable(module)

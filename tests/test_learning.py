@@ -4,7 +4,9 @@ often than random beats random, on the same duplicate deals."""
 import jax
 
 import tiny_training
-from beastybar_jax import arena, training
+from beastybar_jax import arena
+from beastybar_jax.training.loop import TrainLoop
+from beastybar_jax.training.trainer import make_trainer
 from beastybar_jax.agents import make_agent, network_agent
 from beastybar_jax.config import load_config
 
@@ -15,8 +17,8 @@ DEALS = 100  # 200 games per match
 def test_short_quick_run_beats_random_more_often_than_random_does(tmp_path):
     config = load_config(tiny_training.REPO_ROOT / "configs" / "quick.yaml",
                          [f"run_dir={tmp_path}", "tensorboard=false"])
-    trainer = training.make_trainer(config)  # optimised: 30 iterations run, not just compile
-    loop = training.TrainLoop(config, trainer=trainer, console=False)
+    trainer = make_trainer(config)  # optimised: 30 iterations run, not just compile
+    loop = TrainLoop(config, trainer=trainer, console=False)
     initial_params = jax.device_get(loop.state.params)
     state = loop.run(until_iteration=ITERATIONS)
     loop.close()

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from mctx._src import search as mctx_search
 
-from beastybar_jax.game import BEASTYBAR
+from beastybar_jax.games.beastybar import BEASTYBAR
 from beastybar_jax.search import SearchConfig, mctx_patch, run_search
 from conftest import random_playout
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from beastybar_jax import game
-from beastybar_jax.game import cards as C
+from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.beastybar import cards as C
 
 from conftest import random_playout
 

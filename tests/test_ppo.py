@@ -18,7 +18,8 @@ import pytest
 
 import tiny_training
 from conftest import random_playout
-from beastybar_jax import training
+from beastybar_jax.training.loop import TrainLoop
+from beastybar_jax.training.trainer import make_trainer
 from beastybar_jax.agents import make_agent
 from beastybar_jax.arena import play_match
 from beastybar_jax.config import ConfigError, load_config
@@ -27,7 +28,9 @@ from beastybar_jax.network import NetworkConfig, init_params, make_network
 from beastybar_jax.ppo import rollout
 from beastybar_jax.ppo.algorithm import build_opponents
 from beastybar_jax.ppo.loss import advantages
-from beastybar_jax.training import Checkpointer, TrainLoop, load_agent, read_jsonl
+from beastybar_jax.checkpoint import Checkpointer, load_agent
+from beastybar_jax.training.loop import TrainLoop
+from beastybar_jax.training.metrics import read_jsonl
 
 PPO_QUICK = tiny_training.REPO_ROOT / "configs" / "ppo_quick.yaml"
 # A few seconds of PPO: 8 games (4 self-play, 2 against a 2-snapshot pool refreshed every
@@ -44,7 +47,7 @@ def tiny_ppo_config(run_dir, *overrides: str):
 
 @functools.lru_cache(maxsize=None)
 def tiny_trainer() -> training.Trainer:
-    return training.make_trainer(tiny_ppo_config("unused"), compiler_options=tiny_training.FAST_COMPILE)
+    return make_trainer(tiny_ppo_config("unused"), compiler_options=tiny_training.FAST_COMPILE)
 
 
 @functools.lru_cache(maxsize=None)

@@ -23,7 +23,9 @@ import numpy as np
 import pytest
 
 import tiny_training
-from beastybar_jax.training import Checkpointer, TrainLoop, load_agent, read_jsonl
+from beastybar_jax.checkpoint import Checkpointer, load_agent
+from beastybar_jax.training.loop import TrainLoop
+from beastybar_jax.training.metrics import read_jsonl
 from beastybar_jax.training.checkpoint import (CHECKSUMS_FILE, RESUMABLE_CHANGES, CheckpointError,
                                                DamagedCheckpointWarning, check_resume_config)
 from beastybar_jax.training.interrupt import Interrupted

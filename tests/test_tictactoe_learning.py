@@ -13,7 +13,7 @@ import pytest
 import tictactoe_training
 from beastybar_jax import arena
 from beastybar_jax.agents import make_agent
-from beastybar_jax.tictactoe.minimax import optimal_actions, reachable_states
+from beastybar_jax.games import minimax
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +48,14 @@ def test_the_network_plays_optimal_moves_in_most_positions(run):
     policy's move is optimal in most of the 4,520 reachable positions with a move to make,
     far above an untrained network's share."""
     game, network = run["game"], run["network"]
-    states = reachable_states()
+    states = jax.tree.map(jnp.asarray, minimax.solve(game).states)
     live = ~np.asarray(states.terminated)
 
     def optimal_share(params):
         logits = network.apply(params, jax.vmap(game.observe)(states, states.current_player)).policy_logits
         legal = jax.vmap(game.legal_action_mask)(states)
         choice = jnp.argmax(jnp.where(legal, logits, -jnp.inf), axis=-1)
-        good = jnp.take_along_axis(jax.vmap(optimal_actions)(states), choice[:, None], axis=1)[:, 0]
+        good = jnp.take_along_axis(jax.vmap(lambda s: minimax.optimal_actions(game, s))(states), choice[:, None], axis=1)[:, 0]
         return float(np.asarray(good)[live].mean())
 
     fresh = network.init(jax.random.key(1), jnp.zeros((1, game.observation_size)))

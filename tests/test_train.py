@@ -13,9 +13,12 @@ import numpy as np
 import pytest
 
 import tiny_training
-from beastybar_jax import training
+from beastybar_jax.training.loop import TrainLoop
+from beastybar_jax.training.trainer import make_trainer
 from beastybar_jax.alphazero.loss import loss_fn
-from beastybar_jax.training import CheckpointError, Checkpointer, TrainLoop, load_agent, read_jsonl
+from beastybar_jax.checkpoint import CheckpointError, Checkpointer, load_agent
+from beastybar_jax.training.loop import TrainLoop
+from beastybar_jax.training.metrics import read_jsonl
 
 REPO_ROOT = tiny_training.REPO_ROOT
 CLI = REPO_ROOT / "experiments" / "train.py"

@@ -107,7 +107,7 @@ def to_states(boards):
     import jax.numpy as jnp
     import numpy as np
 
-    from beastybar_jax.tictactoe import State
+    from beastybar_jax.games.tictactoe import State
 
     cells = np.array([[{".": -1, "X": 0, "O": 1}[c] for c in b] for b in boards], np.int8).reshape(-1, 9)
     return State(board=jnp.asarray(cells),

@@ -16,7 +16,8 @@ import tempfile
 import jax
 
 from beastybar_jax.config import load_config
-from beastybar_jax.training import TrainLoop, read_jsonl
+from beastybar_jax.training.loop import TrainLoop
+from beastybar_jax.training.metrics import read_jsonl
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 CONFIG = REPO_ROOT / "configs" / "tictactoe.yaml"

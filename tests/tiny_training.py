@@ -15,7 +15,8 @@ import tempfile
 
 import jax
 
-from beastybar_jax import training
+from beastybar_jax.training.loop import TrainLoop
+from beastybar_jax.training.trainer import make_trainer
 from beastybar_jax.config import TrainConfig, load_config
 from beastybar_jax.training.metrics import read_jsonl
 
@@ -33,7 +34,7 @@ def tiny_config(run_dir, *overrides: str) -> TrainConfig:
 @functools.lru_cache(maxsize=None)
 def trainer() -> training.Trainer:
     """The tiny config's compiled trainer (its run_dir is irrelevant to the computation)."""
-    return training.make_trainer(tiny_config("unused"), compiler_options=FAST_COMPILE)
+    return make_trainer(tiny_config("unused"), compiler_options=FAST_COMPILE)
 
 
 @functools.lru_cache(maxsize=None)
@@ -42,7 +43,7 @@ def full_run() -> dict:
     run_dir = pathlib.Path(tempfile.mkdtemp(prefix="tiny_full_"))
     atexit.register(shutil.rmtree, run_dir, ignore_errors=True)
     config = tiny_config(run_dir)
-    loop = training.TrainLoop(config, trainer=trainer(), console=False)
+    loop = TrainLoop(config, trainer=trainer(), console=False)
     initial_params = jax.device_get(loop.state.params)
     state = jax.device_get(loop.run())
     loop.close()

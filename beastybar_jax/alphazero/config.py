@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from beastybar_jax.search import SearchConfig
+from beastybar_jax.search.config import SearchConfig
 from beastybar_jax.validation import check, check_at_least, check_finite_nonnegative
 
 
@@ -32,7 +32,7 @@ class AlphaZeroConfig:
 
     Exact targets: with ``exact_value_targets`` the value target of every position
     the game's solver can solve (``Game.exact_values``; Beasty Bar: the endgame
-    with nothing hidden, :mod:`beastybar_jax.endgame`) is its game-theoretic
+    with nothing hidden, :mod:`beastybar_jax.games.beastybar.endgame`) is its game-theoretic
     result for the player to move (+1 / 0 / -1) instead of the game's outcome. The
     positions of each iteration are solved together, inside the compiled
     iteration, within ``exact_value_budget`` solver loop iterations (0: no limit;

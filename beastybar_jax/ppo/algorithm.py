@@ -121,7 +121,7 @@ def build_opponents(config, game, network) -> tuple[rollout.OpponentSlots, ...]:
     """The run's opponent slots, registry agents built (and checked) at once: an unknown
     spec or unreadable checkpoint is a ``ConfigError`` naming ``ppo.opponent(s)``."""
     from beastybar_jax.agents import AgentSpecError, make_agent
-    from beastybar_jax.training.checkpoint import CheckpointError
+    from beastybar_jax.checkpoint import CheckpointError
 
     key = "ppo.opponent" if config.ppo.exploiter else "ppo.opponents"
     try:

@@ -38,7 +38,6 @@ from beastybar_jax.games import Game
 from beastybar_jax.ppo.config import POOL, SELF, PPOConfig
 
 MASKED_LOGIT = -1e9  # illegal actions' logit: exp() underflows to exactly 0 in float32
-SCORE_MARGIN_SCALE = 10.0  # the aux target is the final bar-point margin / 10, as in AlphaZero
 
 
 @chex.dataclass(frozen=True)
@@ -73,7 +72,7 @@ class Transitions:
       learner: ``bool[T, B]`` the move was a learner decision (trained on).
       done: ``bool[T, B]`` the game ended with this move (the slot restarted).
       outcome: ``float32[T, B, P]`` the final outcome per seat where ``done``, else 0.
-      margin: ``float32[T, B, P]`` the final score margin / 10 per seat where ``done``, else 0.
+      margin: ``float32[T, B, P]`` the final ``score_margin / game.score_margin_scale`` per seat where ``done`` (as in AlphaZero), else 0.
     """
 
     observation: chex.Array
@@ -240,7 +239,7 @@ def play(game: Game, network, params, pool, opponents: tuple[OpponentSlots, ...]
         length = games.length + 1
         outcome = after.rewards.astype(jnp.float32)  # [B, P], zeros unless done
         margin = jax.vmap(lambda s: jax.vmap(lambda p: game.score_margin(s, p))(seats))(after)
-        margin = jnp.where(done[:, None], margin.astype(jnp.float32) / SCORE_MARGIN_SCALE, 0.0)
+        margin = jnp.where(done[:, None], margin.astype(jnp.float32) / game.score_margin_scale, 0.0)
 
         fresh = init_games(game, reset_key, num_games)
         restart = lambda new, old: jnp.where(done.reshape((-1,) + (1,) * (old.ndim - 1)), new, old)  # noqa: E731

@@ -174,7 +174,7 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
     """Search ``K = config.num_determinizations`` sampled worlds per state and combine.
 
     Args:
-      game: the game's functions (``beastybar_jax.game.BEASTYBAR``).
+      game: the game's functions (``beastybar_jax.games.beastybar.BEASTYBAR``).
       evaluate: batched states ``[N]`` -> (logits ``[N, A]``, value ``[N]``), e.g.
         :func:`network_evaluator`.
       states: batched ``[B]`` true states; only ``sample_world`` for the mover sees them.

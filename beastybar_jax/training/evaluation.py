@@ -10,7 +10,7 @@ searches with ``eval_simulations`` simulations when that is > 0.
 
 With ``eval_endgames`` the same evaluations also score the network's moves on
 ``eval_endgame_positions`` positions of the game's yardstick of solved endgames
-(``Game.endgame_suite``; Beasty Bar's: :mod:`beastybar_jax.endgame.suite`), logged
+(``Game.endgame_suite``; Beasty Bar's: :mod:`beastybar_jax.games.beastybar.endgame.suite`), logged
 as ``eval_endgames_<metric>``: ``keeps_result`` (the share of moves that keep the
 game-theoretic result), ``throws_win`` / ``throws_draw`` (the shares that turn a
 won position into a draw or loss / a drawn one into a loss), ``best_margin`` (the
@@ -30,7 +30,7 @@ from beastybar_jax.agents import AgentSpecError, make_agent, network_agent
 from beastybar_jax.config import ConfigError, TrainConfig
 from beastybar_jax.games import get_game
 from beastybar_jax.training import distributed
-from beastybar_jax.training.checkpoint import CheckpointError
+from beastybar_jax.checkpoint import CheckpointError
 
 
 def make_opponents(config: TrainConfig) -> list:

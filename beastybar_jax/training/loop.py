@@ -36,7 +36,7 @@ import numpy as np
 from beastybar_jax.config import TrainConfig
 from beastybar_jax.games import Game
 from beastybar_jax.training import distributed
-from beastybar_jax.training.checkpoint import CheckpointError, Checkpointer
+from beastybar_jax.checkpoint import CheckpointError, Checkpointer
 from beastybar_jax.training.compilation import compile_in_thread, enable_compilation_cache
 from beastybar_jax.training.interrupt import Interrupted, StopRequest, signal_name
 from beastybar_jax.training.metrics import MetricsLogger
@@ -59,10 +59,10 @@ class TrainLoop:
     error when there is none). Without it, a ``run_dir`` holding checkpoints is an
     error. ``allow_schedule_change``: resume even when the config's learning-rate
     schedule differs from the saved run's (see
-    :func:`~beastybar_jax.training.checkpoint.check_resume_config`).
+    :func:`~beastybar_jax.checkpoint.check_resume_config`).
 
     Raises :class:`~beastybar_jax.training.rundir.RunDirError` (run_dir unusable or
-    in use), :class:`~beastybar_jax.training.checkpoint.CheckpointError` and
+    in use), :class:`~beastybar_jax.checkpoint.CheckpointError` and
     :class:`~beastybar_jax.config.ConfigError` before anything compiles.
     """
 

@@ -2,14 +2,13 @@
 
 Everything above the game layer (search, self-play, the learners, agents, the arena,
 checkpoints and the command lines) takes a :class:`Game`: a bundle of pure functions
-over a small state, pgx-style. A game lives in its own package (``beastybar_jax.game``
+over a small state, pgx-style. A game lives in its own package (``beastybar_jax.games.beastybar``
 for Beasty Bar, ``beastybar_jax.tictactoe``) and is named in configs by
 ``game: <name>``; :func:`get_game` imports it on first use.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
@@ -30,7 +29,7 @@ class TokenLayout(NamedTuple):
 
 class Yardstick(NamedTuple):
     """Solved positions of a game: ground truth to score an agent's moves against
-    (``Game.endgame_suite``; for Beasty Bar, :mod:`beastybar_jax.endgame.suite`).
+    (``Game.endgame_suite``; for Beasty Bar, :mod:`beastybar_jax.games.beastybar.endgame.suite`).
 
     ``states``: host states with a leading axis ``[N]``. ``score(actions)``: for one
     chosen action per position (``int[N]``), ``{metric name: float}`` comparing them
@@ -84,6 +83,15 @@ class Game(NamedTuple):
     # within ``budget`` (a static work limit; 0: no limit), in the scale of ``rewards``.
     # Pure and jittable (AlphaZero's ``exact_value_targets``).
     exact_values: Optional[Callable[[Any, int], tuple]] = None
+    # The game's own agents, for the agents registry (beastybar_jax.agents.make_agent):
+    # ((registry name, factory() -> act(state, key) -> int32[] action), ...). Agents that
+    # play every game (random, mcts-N, checkpoints) live in beastybar_jax.agents.
+    agents: tuple = ()
+    # ((name, wrap(fallback act) -> act), ...): agents built around another agent, asked
+    # for as "<name>+<agent spec>" (Beasty Bar's "solver+heuristic").
+    agent_wrappers: tuple = ()
+    # The registry name of the game's strongest baseline (evaluation's and play.py's default).
+    default_opponent: str = "random"
 
 
 class GameInputError(ValueError):
@@ -132,23 +140,3 @@ def as_player(player, num_players: int) -> jax.Array:
     if np.any((value < 0) | (value >= num_players)):
         raise GameInputError(f"player must be in 0..{num_players - 1}, got {value}")
     return jnp.asarray(np.asarray(value).astype(np.int32))
-
-
-# name -> (module, attribute); imported on first use, so this module imports no game.
-_REGISTRY = {
-    "beastybar": ("beastybar_jax.game", "BEASTYBAR"),
-    "tictactoe": ("beastybar_jax.tictactoe", "TICTACTOE"),
-}
-GAME_NAMES = tuple(_REGISTRY)
-
-
-class UnknownGameError(ValueError):
-    """A game name that is not registered."""
-
-
-def get_game(name: str) -> Game:
-    """The :class:`Game` registered as ``name`` (``"beastybar"``, ``"tictactoe"``)."""
-    if name not in _REGISTRY:
-        raise UnknownGameError(f"unknown game {name!r}; known games: {', '.join(GAME_NAMES)}")
-    module, attribute = _REGISTRY[name]
-    return getattr(importlib.import_module(module), attribute)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from beastybar_jax.game import actions as A
-from beastybar_jax.game import cards as C
+from beastybar_jax.games.beastybar import actions as A
+from beastybar_jax.games.beastybar import cards as C
 
 
 def _card(card: int, viewer: int | None = None) -> str:

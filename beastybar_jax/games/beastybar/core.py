@@ -7,10 +7,10 @@ them with ``jax.vmap``.
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.game import actions as A
-from beastybar_jax.game import cards as C
-from beastybar_jax.game import queue as Q
-from beastybar_jax.game.state import State
+from beastybar_jax.games.beastybar import actions as A
+from beastybar_jax.games.beastybar import cards as C
+from beastybar_jax.games.beastybar import queue as Q
+from beastybar_jax.games.beastybar.state import State
 from beastybar_jax.games import as_action
 
 _CARD_SPECIES = jnp.asarray(A.ACTION_CARD_SPECIES)

@@ -10,7 +10,7 @@ products: no sorts, scatters or Python branches, so it vmaps well on any backend
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.game import cards as C
+from beastybar_jax.games.beastybar import cards as C
 
 SLOTS = C.QUEUE_SLOTS
 INDEX = jnp.arange(SLOTS, dtype=jnp.int32)

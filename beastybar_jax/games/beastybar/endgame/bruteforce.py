@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from beastybar_jax import game
+from beastybar_jax.games import beastybar as game
 
 NUM_ACTIONS = game.NUM_ACTIONS
 

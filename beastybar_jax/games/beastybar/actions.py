@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from beastybar_jax.game import cards as C
+from beastybar_jax.games.beastybar import cards as C
 
 
 def _build_table():

@@ -49,10 +49,38 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax import game
-from beastybar_jax.agents.base import Agent, hand_after_play, one_ply, random_best
-from beastybar_jax.game import cards as C
-from beastybar_jax.game.actions import ACTION_ACTING_SPECIES, ACTION_CARD_SPECIES, ACTION_PARAM
+from beastybar_jax.games.choice import random_best
+from beastybar_jax.games.beastybar import cards as C
+from beastybar_jax.games.beastybar import core, observe
+from beastybar_jax.games.beastybar.state import State
+from beastybar_jax.games.beastybar.actions import ACTION_ACTING_SPECIES, ACTION_CARD_SPECIES, ACTION_PARAM
+
+def one_ply(state: State, key: jax.Array) -> tuple[State, State, jax.Array]:
+    """Every move of the player to move, applied to a world the mover may know.
+
+    The table after a move (queue, bar, THAT'S IT) does not depend on hidden
+    cards, but ``game.step`` also draws the mover's next card, which the mover
+    cannot know. So the moves are applied to ``observe.sample_world`` for the
+    mover, and callers must not score by the drawn card (use
+    ``hand_after_play``).
+
+    Returns:
+      ``(world, after, mask)``: the sampled world (unbatched), the states after
+      each action (batched ``[A]``; illegal actions give forfeited states, so
+      mask them), and ``bool[A]`` the legal actions.
+    """
+    world = observe.sample_world(state, state.current_player, key)
+    actions = jnp.arange(len(ACTION_CARD_SPECIES), dtype=jnp.int32)
+    after = jax.vmap(core.step, in_axes=(None, 0))(world, actions)
+    return world, after, core.legal_action_mask(state)
+
+
+def hand_after_play(state: State) -> jax.Array:
+    """``bool[A, 12]`` the mover's hand after each action, before drawing."""
+    hand = state.hand[state.current_player]
+    played = jnp.asarray(ACTION_CARD_SPECIES)[:, None] == jnp.arange(C.NUM_SPECIES)[None, :]
+    return hand[None, :] & ~played
+
 
 _POINTS = jnp.asarray(C.POINTS, jnp.float32)
 _CARD_SPECIES = jnp.asarray(ACTION_CARD_SPECIES)
@@ -95,7 +123,7 @@ def _queue_parts(queue, mover):
 class _Move:
     """What every move does to the table, from the mover's side. Arrays are ``[A, ...]``."""
 
-    def __init__(self, world: game.State, after: game.State):
+    def __init__(self, world: State, after: State):
         self.world, self.after = world, after
         p = world.current_player.astype(jnp.int32)
         o = 1 - p
@@ -122,7 +150,7 @@ class _Move:
         self.length_before = jnp.sum(before >= 0)
 
 
-def heuristic_scores(world: game.State, after: game.State, bar_weight: float) -> jax.Array:
+def heuristic_scores(world: State, after: State, bar_weight: float) -> jax.Array:
     """``float32[A]`` the reference ``heuristic`` score of each move (material + species bonus)."""
     m = _Move(world, after)
     p, o = m.mover, 1 - m.mover
@@ -137,7 +165,7 @@ def heuristic_scores(world: game.State, after: game.State, bar_weight: float) ->
     material += 0.1 * _points(hand_after_play(world))
 
     s = _CARD_SPECIES
-    bonus = jnp.zeros(game.NUM_ACTIONS, jnp.float32)
+    bonus = jnp.zeros(len(ACTION_CARD_SPECIES), jnp.float32)
     skunk = jnp.where(m.lost_opp >= 5, 3.0, jnp.where(m.lost_opp >= 3, 1.5,
                       jnp.where((m.lost_opp == 0) & (m.lost_own > 0), -2.0, 0.0)))
     bonus += jnp.where(s == C.SKUNK, skunk, 0.0)
@@ -166,7 +194,7 @@ def _outcome_queue_value(queue, mover):
     return jnp.sum(_OUTCOME_QUEUE_WEIGHTS * pts * (own - 0.6 * opp), axis=-1)
 
 
-def outcome_scores(world: game.State, after: game.State) -> jax.Array:
+def outcome_scores(world: State, after: State) -> jax.Array:
     """``float32[A]`` the reference ``outcome_heuristic`` score of each move."""
     m = _Move(world, after)
     p = m.mover
@@ -206,7 +234,7 @@ def outcome_scores(world: game.State, after: game.State) -> jax.Array:
 def make_heuristic_act(bar_weight: float):
     """``act`` of the material + bonus heuristic with the given bar weight."""
 
-    def act(state: game.State, key: jax.Array) -> jax.Array:
+    def act(state: State, key: jax.Array) -> jax.Array:
         world_key, tie_key = jax.random.split(key)
         world, after, mask = one_ply(state, world_key)
         return random_best(heuristic_scores(world, after, bar_weight), mask, tie_key)
@@ -214,18 +242,35 @@ def make_heuristic_act(bar_weight: float):
     return act
 
 
-def outcome_heuristic_act(state: game.State, key: jax.Array) -> jax.Array:
+def outcome_heuristic_act(state: State, key: jax.Array) -> jax.Array:
     world_key, tie_key = jax.random.split(key)
     world, after, mask = one_ply(state, world_key)
     return random_best(outcome_scores(world, after), mask, tie_key)
 
 
-def heuristic_agent(name: str = "heuristic") -> Agent:
-    """``heuristic`` (bar weight 2), ``aggressive`` (3) or ``defensive`` (1)."""
+def heuristic_act(name: str = "heuristic"):
+    """``act`` of ``heuristic`` (bar weight 2), ``aggressive`` (3) or ``defensive`` (1)."""
     if name not in HEURISTIC_BAR_WEIGHTS:
         raise ValueError(f"unknown heuristic {name!r}; expected one of {', '.join(HEURISTIC_BAR_WEIGHTS)}")
-    return Agent(name, make_heuristic_act(HEURISTIC_BAR_WEIGHTS[name]))
+    return make_heuristic_act(HEURISTIC_BAR_WEIGHTS[name])
 
 
-def outcome_heuristic_agent() -> Agent:
-    return Agent("outcome_heuristic", outcome_heuristic_act)
+def greedy_act(state: State, key: jax.Array) -> jax.Array:
+    """The move with the best bar-points difference (mover minus opponent) right
+    after it; ties (most turns: no card enters the bar) broken at random."""
+    world_key, tie_key = jax.random.split(key)
+    world, after, mask = one_ply(state, world_key)
+    mover = world.current_player.astype(jnp.int32)
+    scores = after.scores  # [A, 2]
+    margin = (scores[:, mover] - scores[:, 1 - mover]).astype(jnp.float32)
+    return random_best(margin, mask, tie_key)
+
+
+# Beasty Bar's own agents for the registry (Game.agents): name -> factory() -> act.
+AGENTS = (
+    ("greedy", lambda: greedy_act),
+    ("heuristic", lambda: heuristic_act("heuristic")),
+    ("aggressive", lambda: heuristic_act("aggressive")),
+    ("defensive", lambda: heuristic_act("defensive")),
+    ("outcome_heuristic", lambda: outcome_heuristic_act),
+)

@@ -28,7 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from beastybar_jax import game
+from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.base import Yardstick
 
 SUITE_PATH = pathlib.Path(__file__).resolve().parent / "endgame_suite.npz"
 WORST_MARGIN = int(np.sum(np.asarray(game.POINTS)))  # all of a player's points
@@ -114,8 +115,6 @@ def yardstick(num_positions: int = 0, path=SUITE_PATH):
     """The suite as the game interface's :class:`~beastybar_jax.games.Yardstick`
     (``Game.endgame_suite``): ``num_positions`` spread positions (0: all) and a
     ``score(actions) -> {metric: float}`` over ``SCORE_METRICS``."""
-    from beastybar_jax.games import Yardstick
-
     suite = spread(load_suite(path), num_positions)
 
     def score(actions) -> dict:

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m beastybar_jax.conformance FILE.jsonl.gz [--show 5]
+    python -m beastybar_jax.games.beastybar.conformance FILE.jsonl.gz [--show 5]
 
 All games of the file are replayed at once: one ``jax.jit`` of a ``lax.scan``
 over turns of a ``vmap`` over games. At every turn the player to move, the legal
@@ -24,8 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from beastybar_jax import game
-from beastybar_jax.game import cards as C
+from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.beastybar import cards as C
 
 MAX_TURNS = C.NUM_CARDS
 FIELDS = ("player", "legal", "queue", "bar", "thats_it", "hands", "deck_sizes", "terminal")

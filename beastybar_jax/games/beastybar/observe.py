@@ -3,9 +3,9 @@
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.game import cards as C
-from beastybar_jax.game import queue as Q
-from beastybar_jax.game.state import State
+from beastybar_jax.games.beastybar import cards as C
+from beastybar_jax.games.beastybar import queue as Q
+from beastybar_jax.games.beastybar.state import State
 from beastybar_jax.games import as_player
 
 QUEUE_TOKENS = 4  # queue places visible between turns

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from beastybar_jax import game
+from beastybar_jax.games import beastybar as game
 
 # The longest game from a solvable position: the mover's deck card plus the
 # eight cards of both hands (9 plies).
@@ -43,16 +43,15 @@ def plies_left_bound(state: game.State) -> jax.Array:
     return jnp.sum(state.hand) + jnp.sum(state.deck >= 0)
 
 
-def play_recorded(agent_a: Any, agent_b: Any, num_games: int, key: jax.Array,
-                  g: game.Game = game.BEASTYBAR) -> game.State:
+def play_recorded(agent_a: Any, agent_b: Any, num_games: int, key: jax.Array) -> game.State:
     """Every state of ``num_games`` games between two agents: ``State`` with leading
-    axes ``[T, G]`` (``T = g.max_game_length``, the state before each turn; finished
+    axes ``[T, G]`` (``T = NUM_CARDS``, the longest game, the state before each turn; finished
     games repeat their final state). Agent A sits in seat 0 of the first half of the
     games and in seat 1 of the second half. Pure and jittable. Agents are
     ``beastybar_jax.agents.Agent`` records (this package imports no agent: the
     agents build on it)."""
     deal_key, play_key = jax.random.split(key)
-    states = jax.vmap(g.init)(jax.random.split(deal_key, num_games))
+    states = jax.vmap(game.init)(jax.random.split(deal_key, num_games))
     seat_a = (jnp.arange(num_games) >= num_games // 2).astype(jnp.int32)
     act_a, act_b = jax.vmap(agent_a.act), jax.vmap(agent_b.act)
 
@@ -61,9 +60,9 @@ def play_recorded(agent_a: Any, agent_b: Any, num_games: int, key: jax.Array,
         action_a = act_a(states, jax.random.split(key_a, num_games))
         action_b = act_b(states, jax.random.split(key_b, num_games))
         action = jnp.where(states.current_player.astype(jnp.int32) == seat_a, action_a, action_b)
-        return jax.vmap(g.step)(states, action), states
+        return jax.vmap(game.step)(states, action), states
 
-    _, history = jax.lax.scan(turn, states, jax.random.split(play_key, g.max_game_length))
+    _, history = jax.lax.scan(turn, states, jax.random.split(play_key, game.NUM_CARDS))
     return history
 
 

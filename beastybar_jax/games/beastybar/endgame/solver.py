@@ -41,13 +41,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from beastybar_jax import game
-from beastybar_jax.endgame.positions import MAX_PLIES, is_solvable
-from beastybar_jax.endgame.positions import plies_left_bound as positions_plies_bound
-from beastybar_jax.game import cards as C
-from beastybar_jax.game.actions import ACTION_ACTING_SPECIES as _ACTION_ACTING
-from beastybar_jax.game.actions import ACTION_CARD_SPECIES as _ACTION_CARD
-from beastybar_jax.game.actions import ACTION_PARAM as _ACTION_PARAM
+from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.beastybar.endgame.positions import MAX_PLIES, is_solvable
+from beastybar_jax.games.beastybar.endgame.positions import plies_left_bound as positions_plies_bound
+from beastybar_jax.games.beastybar import cards as C
+from beastybar_jax.games.beastybar.actions import ACTION_ACTING_SPECIES as _ACTION_ACTING
+from beastybar_jax.games.beastybar.actions import ACTION_CARD_SPECIES as _ACTION_CARD
+from beastybar_jax.games.beastybar.actions import ACTION_PARAM as _ACTION_PARAM
 
 NUM_ACTIONS = game.NUM_ACTIONS
 INF = 1000  # beyond any point margin (|margin| <= 38)

@@ -3,7 +3,7 @@
 import chex
 import jax.numpy as jnp
 
-from beastybar_jax.game import cards as C
+from beastybar_jax.games.beastybar import cards as C
 
 
 @chex.dataclass(frozen=True)

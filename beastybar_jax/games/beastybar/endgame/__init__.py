@@ -6,8 +6,8 @@ nothing is hidden and nothing is left to chance: the rest of the game is solved
 exactly by ``solve`` (alpha-beta over the engine's ``step``, batched, jittable).
 """
 
-from beastybar_jax.endgame.positions import MAX_PLIES, is_solvable
-from beastybar_jax.endgame.solver import (
+from beastybar_jax.games.beastybar.endgame.positions import MAX_PLIES, is_solvable
+from beastybar_jax.games.beastybar.endgame.solver import (
     MODES,
     Solution,
     SolverConfig,

@@ -1,12 +1,14 @@
 """Beasty Bar as a :class:`~beastybar_jax.games.Game`: the bundle search and training take."""
 
-import importlib
-
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.game import actions, cards, core, observe, render, state
-from beastybar_jax.games import Game, TokenLayout, as_player
+from beastybar_jax.games.base import Game, TokenLayout, as_player
+from beastybar_jax.games.beastybar import actions, cards, core, heuristics, render, state
+from beastybar_jax.games.beastybar.observe import (OBSERVATION_LAYOUT, OBSERVATION_SIZE, QUEUE_FEATURES, QUEUE_TOKENS,
+                                                  observe, sample_world)
+from beastybar_jax.games.beastybar.endgame import solver, suite
+from beastybar_jax.games.beastybar.solver_agent import solver_act
 
 
 def _score_margin(s: state.State, player) -> jax.Array:
@@ -16,37 +18,31 @@ def _score_margin(s: state.State, player) -> jax.Array:
     return (scores[player] - scores[1 - player]).astype(jnp.float32)
 
 
-def _endgame(module: str):
-    # The endgame solver builds on this package (it steps the engine), so the game
-    # reaches it by name, on first use, like the registry of games reaches a game.
-    return importlib.import_module(f"beastybar_jax.endgame.{module}")
-
-
 def _endgame_suite(num_positions: int = 0):
     """The yardstick: ``num_positions`` solved endgames spread over the fixed suite (0: all)."""
-    return _endgame("suite").yardstick(num_positions)
+    return suite.yardstick(num_positions)
 
 
 def _exact_values(states: state.State, budget: int = 0):
     """``(solved bool[N], value float32[N])``: exact results of the solvable positions."""
-    return _endgame("solver").exact_values(states, budget)
+    return solver.exact_values(states, budget)
 
 
-_QUEUE_START, _QUEUE_END = observe.OBSERVATION_LAYOUT["queue"]
-BEASTYBAR_TOKENS = TokenLayout(_QUEUE_START, observe.QUEUE_TOKENS, observe.QUEUE_FEATURES)
+_QUEUE_START, _QUEUE_END = OBSERVATION_LAYOUT["queue"]
+BEASTYBAR_TOKENS = TokenLayout(_QUEUE_START, QUEUE_TOKENS, QUEUE_FEATURES)
 assert BEASTYBAR_TOKENS.num_tokens * BEASTYBAR_TOKENS.features == _QUEUE_END - _QUEUE_START
 
 BEASTYBAR = Game(
     name="beastybar",
     num_actions=actions.NUM_ACTIONS,
-    observation_size=observe.OBSERVATION_SIZE,
+    observation_size=OBSERVATION_SIZE,
     num_players=cards.NUM_PLAYERS,
     max_game_length=cards.NUM_CARDS,  # one card per turn
     init=core.init,
     step=core.step,
-    observe=observe.observe,
+    observe=observe,
     legal_action_mask=core.legal_action_mask,
-    sample_world=observe.sample_world,
+    sample_world=sample_world,
     score_margin=_score_margin,
     observation_tokens=BEASTYBAR_TOKENS,
     action_names=actions.ACTION_NAMES,
@@ -57,4 +53,7 @@ BEASTYBAR = Game(
     score_margin_scale=10.0,  # bar points: margins of a few points to ~20
     endgame_suite=_endgame_suite,
     exact_values=_exact_values,
+    agents=heuristics.AGENTS,
+    agent_wrappers=(("solver", solver_act),),
+    default_opponent="heuristic",
 )
