@@ -341,7 +341,7 @@ class Checkpointer:
         verify_checksums(path, step, items=("config",))
         try:
             restored = self.manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))
-            return TrainConfig.from_dict(restored["config"], warn_legacy=False)
+            return TrainConfig.from_dict(restored["config"])
         except Exception as e:  # noqa: BLE001 -- orbax raises many kinds for damaged files
             raise DamagedCheckpointError(path, step, f"no readable config ({failure_reason(e)})") from None
 
@@ -455,7 +455,7 @@ def _load_network(manager, directory: str, step: int) -> TrainedModel:
     verify_checksums(path, step, items=("config", "params"))
     try:
         config_data = manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))["config"]
-        config = TrainConfig.from_dict(config_data, warn_legacy=False)
+        config = TrainConfig.from_dict(config_data)
     except Exception as e:  # noqa: BLE001
         raise DamagedCheckpointError(path, step, f"no readable config ({failure_reason(e)})") from None
     game = get_game(config.game)

@@ -340,8 +340,7 @@ def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves
         updates_per_iteration=num_updates,
         buffer_size=max(az.batch_size, batch_size * max_game_length * 2),
         min_buffer_size=1,  # learn from the first finished games, so timed iterations include the updates
-        search=dataclasses.replace(az.search, num_simulations=num_simulations),
-    ))
+    ), search=dataclasses.replace(base_config.search, num_simulations=num_simulations))
     trainer = make_trainer(config)
     state = jax.block_until_ready(trainer.init(jax.random.key(0)))
     start = time.perf_counter()
@@ -363,7 +362,7 @@ def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves
         if seconds < best:
             best, games, trained = seconds, float(metrics["games_finished"]), float(metrics["trained"])
     moves = batch_size * num_moves
-    search = config.alphazero.search
+    search = config.search
     simulations = moves * num_simulations * search.num_determinizations
     return dict(
         batch_size=batch_size, num_simulations=num_simulations, num_moves=num_moves,
@@ -699,7 +698,7 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
     from beastybar_jax.search import mctx_patch, network_evaluator, run_search, uniform_evaluator
 
     game = get_game(base_config.game)
-    search_config = dataclasses.replace(base_config.alphazero.search, num_simulations=num_simulations)
+    search_config = dataclasses.replace(base_config.search, num_simulations=num_simulations)
     key = jax.random.key(seed)
     states = search_positions(game, batch_size, key)
     if evaluator == "uniform":
@@ -802,7 +801,7 @@ def add_search_parser(subparsers) -> None:
     p.add_argument("--config", default=SELFPLAY_DEFAULT_CONFIG,
                    help=f"config giving the search and the network (default {SELFPLAY_DEFAULT_CONFIG})")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key, e.g. --set network.dtype=float32 --set alphazero.search.algorithm=puct")
+                   help="override a config key, e.g. --set network.dtype=float32 --set search.algorithm=puct")
     p.add_argument("--batch-sizes", type=_parse_sizes, default=[1024],
                    help="positions searched side by side, e.g. 256,4096 or 2^12 (default 1024)")
     p.add_argument("--simulations", type=_parse_ints, default=list(SEARCH_DEFAULT_SIMULATIONS),

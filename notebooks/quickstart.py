@@ -327,10 +327,10 @@ print("  restored", np.asarray(restored_leaves[0]).ravel()[:3])
 # score counts draws as half; `elo_table` fits ratings to all results (random = 0 when it plays).
 
 # %% tags=["arena"]
-search_config = dataclasses.replace(model.config.alphazero.search, num_simulations=SEARCH_SIMULATIONS)
-policy_agent = network_agent(model.network, model.params, name="network")
+search_config = dataclasses.replace(model.config.search, num_simulations=SEARCH_SIMULATIONS)
+policy_agent = network_agent(model.network, model.params, name="network", game=game.BEASTYBAR)
 search_agent = network_agent(model.network, model.params, search=search_config,
-                             name=f"network+search{SEARCH_SIMULATIONS}")
+                             name=f"network+search{SEARCH_SIMULATIONS}", game=game.BEASTYBAR)
 baselines = [make_agent(name) for name in OPPONENTS]
 
 # Each pair of agents compiles its own match function (the heuristic and search agents take a
@@ -340,7 +340,8 @@ pairs += [(b, a) for i, a in enumerate(baselines) for b in baselines[i + 1:]]  #
 results = []
 start = time.perf_counter()
 for i, (a, b) in enumerate(pairs):
-    results.append(arena.play_match(a, b, MATCH_DEALS, jax.random.fold_in(jax.random.key(SEED), i)))
+    results.append(arena.play_match(a, b, MATCH_DEALS, jax.random.fold_in(jax.random.key(SEED), i),
+                                    game=game.BEASTYBAR))
 print(f"{len(pairs)} matches of {2 * MATCH_DEALS} games in {time.perf_counter() - start:.0f} s (compile included)\n")
 
 print(f"{'agent':<22}{'opponent':<12}{'games':>6}{'W-D-L':>12}{'win rate':>10}{'score [95% CI]':>22}{'margin':>8}")

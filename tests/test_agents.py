@@ -39,7 +39,7 @@ def agents(network_and_params):
     network, params = network_and_params
     agents = {name: make_agent(name) for name in SIMPLE}
     agents["mcts-4"] = make_agent("mcts-4")
-    agents["network"] = network_agent(network, params)
+    agents["network"] = network_agent(network, params, game=game.BEASTYBAR)
     return agents
 
 

@@ -36,7 +36,7 @@ def heuristic_vs_random():
 
 @pytest.fixture(scope="module")
 def random_vs_random():
-    return play_match(make_agent("random"), make_agent("random"), RANDOM_DEALS, jax.random.key(0))
+    return play_match(make_agent("random"), make_agent("random"), RANDOM_DEALS, jax.random.key(0), game=game.BEASTYBAR)
 
 
 def test_duplicate_format_swaps_seats_on_the_same_deals(heuristic_vs_random):
@@ -85,9 +85,9 @@ def test_random_vs_random_is_even(random_vs_random):
 
 
 def test_same_key_same_match(random_vs_random):
-    again = play_match(make_agent("random"), make_agent("random"), RANDOM_DEALS, jax.random.key(0))
+    again = play_match(make_agent("random"), make_agent("random"), RANDOM_DEALS, jax.random.key(0), game=game.BEASTYBAR)
     assert again == random_vs_random
-    other = play_match(make_agent("random"), make_agent("random"), RANDOM_DEALS, jax.random.key(5))
+    other = play_match(make_agent("random"), make_agent("random"), RANDOM_DEALS, jax.random.key(5), game=game.BEASTYBAR)
     assert other != random_vs_random
 
 
@@ -138,7 +138,7 @@ def test_elo_table_orders_and_anchors():
 
 def test_play_match_rejects_no_deals():
     with pytest.raises(ValueError, match="num_deals"):
-        play_match(make_agent("random"), make_agent("random"), 0, jax.random.key(0))
+        play_match(make_agent("random"), make_agent("random"), 0, jax.random.key(0), game=game.BEASTYBAR)
 
 
 def test_evaluate_cli(random_vs_random, tmp_path, capsys):

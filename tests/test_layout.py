@@ -79,7 +79,7 @@ def test_no_import_circle():
                                      "beastybar_jax.alphazero.replay", "beastybar_jax.alphazero.loss")),
     ("beastybar_jax.alphazero.algorithm", ("beastybar_jax.ppo.algorithm", "beastybar_jax.ppo.rollout",
                                            "beastybar_jax.ppo.loss")),
-    ("beastybar_jax.ppo.config", ("beastybar_jax.ppo.rollout", "beastybar_jax.agents", "beastybar_jax.training")),
+    ("beastybar_jax.config.ppo", ("beastybar_jax.ppo.rollout", "beastybar_jax.agents", "beastybar_jax.training")),
     ("beastybar_jax.search", ("beastybar_jax.alphazero", "beastybar_jax.training")),
     ("beastybar_jax.network", ("beastybar_jax.games.beastybar",)),
 ])

@@ -25,9 +25,11 @@ def test_short_quick_run_beats_random_more_often_than_random_does(tmp_path):
 
     key = jax.random.key(123)
     random = make_agent("random")
-    baseline = arena.play_match(make_agent("random"), random, DEALS, key)
-    untrained = arena.play_match(network_agent(trainer.network, initial_params, name="untrained"), random, DEALS, key)
-    trained = arena.play_match(network_agent(trainer.network, state.params, name="trained"), random, DEALS, key)
+    baseline = arena.play_match(make_agent("random"), random, DEALS, key, game=trainer.game)
+    untrained = arena.play_match(network_agent(trainer.network, initial_params, name="untrained", game=trainer.game), random, DEALS,
+                                  key, game=trainer.game)
+    trained = arena.play_match(network_agent(trainer.network, state.params, name="trained", game=trainer.game), random, DEALS, key,
+                                game=trainer.game)
 
     assert trained.illegal_moves == 0
     # Random vs random sits near 45% wins (draws are ~10%); the trained policy must be

@@ -261,7 +261,7 @@ def test_a_ppo_checkpoint_is_an_agent_and_an_exploiters_opponent():
     assert model.config.algorithm == "ppo" and model.iteration == 6
     jax.tree.map(np.testing.assert_array_equal, model.params, run["state"].params)
     agent = make_agent(f"checkpoint:{run['run_dir']}")
-    result = play_match(agent, make_agent("random"), 4, jax.random.key(0))
+    result = play_match(agent, make_agent("random"), 4, jax.random.key(0), game=get_game("beastybar"))
     assert result.games == 8 and result.illegal_moves == 0
     exploiter = tiny_ppo_config("unused", f"ppo.opponent=checkpoint:{run['run_dir']}")
     game = get_game(exploiter.game)

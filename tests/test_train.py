@@ -129,8 +129,8 @@ def test_cli_rejects_bad_configs_before_compiling(tmp_path, capsys):
     finally:
         sys.path.remove(str(CLI.parent))
     assert cli.__file__ == str(CLI)
-    code = cli.main(["--config", str(tiny_training.TINY), "--set", "alphazero.search.num_simulations=0"])
-    assert code == 2 and "alphazero.search.num_simulations" in capsys.readouterr().err
+    code = cli.main(["--config", str(tiny_training.TINY), "--set", "search.num_simulations=0"])
+    assert code == 2 and "search.num_simulations" in capsys.readouterr().err
     code = cli.main(["--config", str(tiny_training.TINY), "--set", "alphazero.min_buffer_size=4096"])
     assert code == 2 and "alphazero.min_buffer_size" in capsys.readouterr().err
     code = cli.main(["--config", str(tmp_path / "nope.yaml")])

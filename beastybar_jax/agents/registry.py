@@ -30,7 +30,7 @@ import re
 from beastybar_jax.agents.base import Agent
 from beastybar_jax.agents.baselines import random_agent
 from beastybar_jax.agents.search_agents import mcts_agent, network_agent, search_config_with
-from beastybar_jax.checkpoint import load_agent
+from beastybar_jax import checkpoint
 from beastybar_jax.games import GAME_NAMES, Game, get_game
 
 _GENERIC = ("random", "mcts-<N>", "checkpoint:<path>", "checkpoint:<path>@sims=<N>")
@@ -168,7 +168,7 @@ def make_agent(spec: str, *, game: Game | None = None) -> Agent:
         _check_options(spec, options, ("sims", "worlds", "algo"))
         if ("worlds" in options or "algo" in options) and "sims" not in options:
             raise AgentSpecError(f"agent spec {spec!r}: worlds/algo only apply with search; add @sims=<N>")
-        model = load_agent(path)
+        model = checkpoint.load_agent(path)
         if model.config.game != game.name:
             raise AgentSpecError(f"agent spec {spec!r}: that checkpoint plays {model.config.game}, not {game.name}")
         if "sims" not in options:
@@ -178,7 +178,7 @@ def make_agent(spec: str, *, game: Game | None = None) -> Agent:
             changes["num_determinizations"] = _positive_int(spec, "worlds", options["worlds"])
         if "algo" in options:
             changes["algorithm"] = _algorithm(spec, options["algo"])
-        search = search_config_with(model.config.alphazero.search, **changes)
+        search = search_config_with(model.config.search, **changes)
         return network_agent(model.network, model.params, search=search, name=spec, game=game)
 
     if base.startswith("mcts"):

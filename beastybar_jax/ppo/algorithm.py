@@ -28,7 +28,7 @@ import optax
 
 from beastybar_jax.network import init_params
 from beastybar_jax.ppo import rollout
-from beastybar_jax.ppo.config import POOL, SELF, PPOConfig
+from beastybar_jax.config.ppo import POOL, SELF, PPOConfig
 from beastybar_jax.ppo.loss import Batch, advantages, loss_fn
 from beastybar_jax.training import sharding
 from beastybar_jax.training.algorithm import Algorithm

@@ -3,7 +3,7 @@
 Every step of the scan is one move in every game slot, made by whoever is to move
 there: the learner (the current policy network) or the slot's opponent. Each slot
 always faces the same kind of opponent (the static split of
-:meth:`~beastybar_jax.ppo.config.PPOConfig.opponent_slots`):
+:meth:`~beastybar_jax.config.ppo.PPOConfig.opponent_slots`):
 
 - ``self``: the learner holds every seat; every move is a learner decision;
 - ``pool``: the slots are cut into ``pool_size`` equal groups, group ``g`` playing
@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from beastybar_jax.games import Game
-from beastybar_jax.ppo.config import POOL, SELF, PPOConfig
+from beastybar_jax.config.ppo import POOL, SELF, PPOConfig
 
 MASKED_LOGIT = -1e9  # illegal actions' logit: exp() underflows to exactly 0 in float32
 

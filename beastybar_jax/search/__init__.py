@@ -1,6 +1,6 @@
 """Search: information-set fair mctx search over determinized worlds.
 
-* :mod:`~beastybar_jax.search.config`: :class:`SearchConfig` (imports only
+* :mod:`~beastybar_jax.config.search`: :class:`SearchConfig` (imports only
   :mod:`dataclasses`);
 * :mod:`~beastybar_jax.search.determinized`: :func:`run_search` and its parts
   (evaluators, world sampling, the mctx recurrent function, the root combine);
@@ -10,12 +10,12 @@
 
 Importing this package installs the mctx patch (``determinized`` calls
 :func:`mctx_patch.install` when it is imported), so every search it builds is traced
-with the patched mctx. Configuration code imports :mod:`~beastybar_jax.search.config`
+with the patched mctx. Configuration code imports :mod:`~beastybar_jax.config.search`
 alone, which loads nothing else.
 """
 
 from beastybar_jax.search import mctx_patch
-from beastybar_jax.search.config import ALGORITHMS, SearchConfig
+from beastybar_jax.config.search import ALGORITHMS, SearchConfig
 from beastybar_jax.search.determinized import (Evaluator, SearchOutput, make_recurrent_fn, mask_logits,
                                                network_evaluator, run_search, sample_worlds, uniform_evaluator)
 

@@ -38,7 +38,7 @@ import mctx
 
 from beastybar_jax.games import Game
 from beastybar_jax.search import mctx_patch
-from beastybar_jax.search.config import SearchConfig
+from beastybar_jax.config.search import SearchConfig
 
 # Every search built here is traced with mctx's loop replaced (bitwise the same
 # results, without the tree-sized copies): see mctx_patch.

@@ -69,7 +69,7 @@ def make_evaluator(config: TrainConfig, network, opponents: list | None = None, 
     num_deals = max(1, config.eval_games // 2)
     search = None
     if config.eval_simulations > 0:
-        search = dataclasses.replace(config.alphazero.search, num_simulations=config.eval_simulations)
+        search = dataclasses.replace(config.search, num_simulations=config.eval_simulations)
     base_key = jax.random.fold_in(jax.random.key(config.seed), 0x5EED)
     deal_keys = jax.random.split(base_key, num_deals)
     yardstick = load_yardstick(config) if yardstick is None else yardstick

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.beastybar import engine as game
 from beastybar_jax.games.beastybar import cards as C
 
 MAX_TURNS = C.NUM_CARDS

@@ -11,7 +11,7 @@ from beastybar_jax.games.beastybar import actions as A
 from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.games.beastybar import queue as Q
 from beastybar_jax.games.beastybar.state import State
-from beastybar_jax.games import as_action
+from beastybar_jax.games.base import as_action
 
 _CARD_SPECIES = jnp.asarray(A.ACTION_CARD_SPECIES)
 _ACTING_SPECIES = jnp.asarray(A.ACTION_ACTING_SPECIES)

@@ -51,7 +51,8 @@ import jax.numpy as jnp
 
 from beastybar_jax.games.choice import random_best
 from beastybar_jax.games.beastybar import cards as C
-from beastybar_jax.games.beastybar import core, observe
+from beastybar_jax.games.beastybar import core
+from beastybar_jax.games.beastybar.observe import sample_world
 from beastybar_jax.games.beastybar.state import State
 from beastybar_jax.games.beastybar.actions import ACTION_ACTING_SPECIES, ACTION_CARD_SPECIES, ACTION_PARAM
 
@@ -69,7 +70,7 @@ def one_ply(state: State, key: jax.Array) -> tuple[State, State, jax.Array]:
       each action (batched ``[A]``; illegal actions give forfeited states, so
       mask them), and ``bool[A]`` the legal actions.
     """
-    world = observe.sample_world(state, state.current_player, key)
+    world = sample_world(state, state.current_player, key)
     actions = jnp.arange(len(ACTION_CARD_SPECIES), dtype=jnp.int32)
     after = jax.vmap(core.step, in_axes=(None, 0))(world, actions)
     return world, after, core.legal_action_mask(state)

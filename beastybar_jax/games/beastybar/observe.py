@@ -6,7 +6,7 @@ import jax.numpy as jnp
 from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.games.beastybar import queue as Q
 from beastybar_jax.games.beastybar.state import State
-from beastybar_jax.games import as_player
+from beastybar_jax.games.base import as_player
 
 QUEUE_TOKENS = 4  # queue places visible between turns
 QUEUE_FEATURES = C.NUM_SPECIES + 2  # species one-hot, mine, theirs

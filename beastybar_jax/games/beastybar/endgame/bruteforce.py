@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.beastybar import engine as game
 
 NUM_ACTIONS = game.NUM_ACTIONS
 

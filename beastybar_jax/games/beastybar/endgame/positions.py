@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.beastybar import engine as game
 
 # The longest game from a solvable position: the mover's deck card plus the
 # eight cards of both hands (9 plies).

@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.beastybar import engine as game
 from beastybar_jax.games.beastybar.endgame.positions import MAX_PLIES, is_solvable
 from beastybar_jax.games.beastybar.endgame.positions import plies_left_bound as positions_plies_bound
 from beastybar_jax.games.beastybar import cards as C

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.beastybar import engine as game
 from beastybar_jax.games.base import Yardstick
 
 SUITE_PATH = pathlib.Path(__file__).resolve().parent / "endgame_suite.npz"

@@ -1,8 +1,7 @@
-"""The search configuration: a plain frozen dataclass with its validation.
-
-Imports nothing but :mod:`dataclasses`, so configuration code can import it without
-loading JAX or mctx (``beastybar_jax.search`` loads its heavy parts lazily).
-"""
+"""The ``search:`` config section, shared by AlphaZero's self-play, training-time
+evaluation (``eval_simulations``) and search agents: a plain frozen dataclass that
+checks its own values (the only place they are checked). Imports nothing but
+:mod:`dataclasses`."""
 
 from __future__ import annotations
 

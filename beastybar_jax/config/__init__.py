@@ -1,21 +1,28 @@
 """The training configuration: typed dataclasses, YAML loading, overrides and validation.
 
 A config file is YAML with the run's shared keys at the top level, the network in a
-``network:`` section (:class:`~beastybar_jax.network.NetworkConfig`) and each
-algorithm's own keys in its section (``alphazero:``, ``ppo:``); only the section of
-the ``algorithm`` the run uses matters::
+``network:`` section (:class:`~beastybar_jax.network.NetworkConfig`), the search in a
+``search:`` section (:class:`~beastybar_jax.config.search.SearchConfig`: AlphaZero's
+self-play, evaluation with ``eval_simulations`` and ``checkpoint:...@sims=N`` agents all
+read it) and each algorithm's own keys in its section (``alphazero:``, ``ppo:``); only
+the section of the ``algorithm`` the run uses matters::
 
     name: quick
     algorithm: alphazero
     num_games: 64
     network:
       width: 64
+    search:
+      num_simulations: 16
     alphazero:
       moves_per_iteration: 24
-      search:
-        num_simulations: 16
 
-Command-line overrides (``--set alphazero.search.num_simulations=32``) are parsed with
+Each section is a frozen dataclass in its own module of this package
+(:mod:`~beastybar_jax.config.search`, :mod:`~beastybar_jax.config.alphazero`,
+:mod:`~beastybar_jax.config.ppo`) with its own checks, once; the algorithm packages
+import their section from here, so configuration imports no algorithm.
+
+Command-line overrides (``--set search.num_simulations=32``) are parsed with
 ``yaml.safe_load`` and applied to the raw dictionary before it becomes a
 :class:`TrainConfig`, so unknown keys, wrong types and impossible values are all
 caught by the same checks, before anything is compiled, with a message naming the
@@ -24,11 +31,6 @@ key and the fix.
 Configuration is plain data: this module imports no agents, checkpoints or training
 code. Checks that need them (that ``eval_opponents`` name agents that exist) run where
 those are used, before compiling (:mod:`beastybar_jax.training.evaluation`).
-
-Before 0.2 the AlphaZero keys (``num_games`` aside) sat at the top level
-(``moves_per_iteration: 24``, ``search: {...}``, ``--set search.num_simulations=8``).
-Those names still work and are moved into the ``alphazero`` section with a
-``FutureWarning``; update configs to the sectioned form.
 """
 
 from __future__ import annotations
@@ -39,19 +41,19 @@ import math
 import os
 import types
 import typing
-import warnings
 from typing import Any, Iterable, Mapping
 
 import yaml
 
-from beastybar_jax.alphazero.config import AlphaZeroConfig
+from beastybar_jax.config.alphazero import AlphaZeroConfig
+from beastybar_jax.config.ppo import PPOConfig
+from beastybar_jax.config.search import SearchConfig
 from beastybar_jax.games import GAME_NAMES, UnknownGameError, get_game
 from beastybar_jax.network import NetworkConfig
-from beastybar_jax.ppo.config import PPOConfig
 from beastybar_jax.validation import ConfigError, check, check_at_least, check_finite_nonnegative
 
 __all__ = [
-    "ALGORITHM_NAMES", "AlphaZeroConfig", "ConfigError", "NetworkConfig", "PPOConfig", "TrainConfig",
+    "ALGORITHM_NAMES", "AlphaZeroConfig", "ConfigError", "NetworkConfig", "PPOConfig", "SearchConfig", "TrainConfig",
     "apply_overrides", "config_diff", "get_game", "load_config", "parse_override", "read_yaml", "validate",
 ]
 
@@ -121,6 +123,7 @@ class TrainConfig:
     eval_endgame_positions: int = 2048  # positions spread over the suite (0: all of it)
     # sections
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
+    search: SearchConfig = dataclasses.field(default_factory=SearchConfig)  # AlphaZero, evaluation, agents
     alphazero: AlphaZeroConfig = dataclasses.field(default_factory=AlphaZeroConfig)
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
 
@@ -138,54 +141,14 @@ class TrainConfig:
         return _to_plain(dataclasses.asdict(self))
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, warn_legacy: bool = True) -> "TrainConfig":
-        """Build and validate a config from a nested dict (missing keys take defaults).
-
-        Pre-0.2 top-level AlphaZero keys are moved into the ``alphazero`` section (with a
-        ``FutureWarning`` unless ``warn_legacy`` is False, e.g. for saved checkpoints)."""
-        config = _build(cls, move_legacy_keys(data, warn=warn_legacy), prefix="")
+    def from_dict(cls, data: Mapping[str, Any]) -> "TrainConfig":
+        """Build and validate a config from a nested dict (missing keys take defaults)."""
+        config = _build(cls, data, prefix="")
         validate(config)
         return config
 
     def replace(self, **changes) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
-
-    def __getattr__(self, name: str):
-        # Only reached for names that are not fields: pre-0.2 code reading
-        # ``config.search`` or ``config.batch_size`` gets the alphazero section's value.
-        if name in LEGACY_ALPHAZERO_KEYS:
-            warnings.warn(f"TrainConfig.{name} moved to TrainConfig.alphazero.{name}", FutureWarning, stacklevel=2)
-            return getattr(self.alphazero, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-
-LEGACY_ALPHAZERO_KEYS = frozenset(f.name for f in dataclasses.fields(AlphaZeroConfig))
-
-
-def move_legacy_keys(data: Mapping[str, Any], *, warn: bool = True) -> dict:
-    """A copy of a raw config dict with pre-0.2 top-level AlphaZero keys moved into
-    ``alphazero``. A key given both ways is an error."""
-    if not isinstance(data, Mapping):
-        return data  # _build reports the type
-    data = dict(data)
-    legacy = [k for k in data if k in LEGACY_ALPHAZERO_KEYS]
-    if not legacy:
-        return data
-    section = data.get("alphazero")
-    section = dict(section) if isinstance(section, Mapping) else ({} if section is None else section)
-    if not isinstance(section, dict):
-        return data  # _build reports "section 'alphazero' must be a mapping"
-    for key in legacy:
-        if key in section:
-            raise ConfigError(f"config key {key!r} is given both at the top level (its pre-0.2 place) and as "
-                              f"'alphazero.{key}': keep only 'alphazero.{key}'")
-        section[key] = data.pop(key)
-    data["alphazero"] = section
-    if warn:
-        moved = ", ".join(sorted(legacy))
-        warnings.warn(f"config keys moved into the 'alphazero' section: {moved}; write them as alphazero.<key> "
-                      f"(the old names still work for now)", FutureWarning, stacklevel=3)
-    return data
 
 
 def _to_plain(x):
@@ -221,7 +184,7 @@ def _build(cls, data: Mapping[str, Any], prefix: str):
         raise
     except (ValueError, TypeError) as e:  # a section's own checks (e.g. SearchConfig.__post_init__)
         message = str(e)
-        short = prefix.rstrip(".").rsplit(".", 1)[-1] + "."  # "search." of "alphazero.search."
+        short = prefix.rstrip(".").rsplit(".", 1)[-1] + "."  # "ppo." of "ppo." ("x." of "a.x.")
         if prefix and message.startswith(short) and not message.startswith(prefix):
             message = prefix + message[len(short):]  # name the key by its full path
         raise ConfigError(message) from None
@@ -312,17 +275,10 @@ def validate(config: TrainConfig, num_devices: int | None = None) -> None:
     check(not c.eval_endgames or game.endgame_suite is not None, "eval_endgames",
           f"needs a game with a yardstick of solved endgames; {game.name} has none: set eval_endgames: false")
 
-    n = c.network
-    check(n.torso in ("mlp", "attention"), "network.torso", f"must be 'mlp' or 'attention', got {n.torso!r}")
-    check_at_least(n.width, 1, "network.width")
-    check_at_least(n.depth, 0, "network.depth")
-    check_at_least(n.num_heads, 1, "network.num_heads")
-    if n.torso == "attention":
-        check(n.width % n.num_heads == 0, "network.num_heads",
-              f"({n.num_heads}) must divide network.width ({n.width}) for the attention torso")
-        check(game.observation_tokens is not None, "network.torso",
-              f"'attention' needs a game with observation tokens; {game.name} has none: use 'mlp'")
-    check(n.dtype in ("float32", "bfloat16"), "network.dtype", f"must be 'float32' or 'bfloat16', got {n.dtype!r}")
+    # The sections checked their own values when built (NetworkConfig, SearchConfig,
+    # __post_init__); here only what needs the game or the run.
+    check(c.network.torso != "attention" or game.observation_tokens is not None, "network.torso",
+          f"'attention' needs a game with observation tokens; {game.name} has none: use 'mlp'")
 
     section = c.section
     section.validate(num_games=c.num_games, max_game_length=game.max_game_length, prefix=c.algorithm + ".")
@@ -343,9 +299,9 @@ def validate(config: TrainConfig, num_devices: int | None = None) -> None:
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """``"alphazero.search.num_simulations=32"`` -> ``(["alphazero", "search", "num_simulations"], 32)``."""
+    """``"search.num_simulations=32"`` -> ``(["search", "num_simulations"], 32)``."""
     if "=" not in text:
-        raise ConfigError(f"--set expects key=value (e.g. --set alphazero.search.num_simulations=32), got {text!r}")
+        raise ConfigError(f"--set expects key=value (e.g. --set search.num_simulations=32), got {text!r}")
     key, raw = text.split("=", 1)
     key = key.strip()
     if not key or any(not part for part in key.split(".")):
@@ -358,17 +314,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict:
-    """A copy of the raw nested dict with each ``key=value`` override applied.
-
-    A pre-0.2 key (``search.num_simulations``, ``batch_size``) is rewritten to its
-    ``alphazero.`` place with a ``FutureWarning``."""
+    """A copy of the raw nested dict with each ``key=value`` override applied."""
     data = json.loads(json.dumps(dict(data)))  # deep copy of plain data
     for text in overrides:
         path, value = parse_override(text)
-        if path[0] in LEGACY_ALPHAZERO_KEYS:
-            warnings.warn(f"--set {'.'.join(path)}: this key moved to alphazero.{'.'.join(path)}",
-                          FutureWarning, stacklevel=2)
-            path = ["alphazero", *path]
         node = data
         for part in path[:-1]:
             child = node.get(part)
@@ -404,7 +353,6 @@ def read_yaml(path: str | os.PathLike) -> dict:
 def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] = ()) -> TrainConfig:
     """Read a YAML config (or start from the defaults), apply ``--set`` overrides, validate."""
     data = read_yaml(path) if path is not None else {}
-    data = move_legacy_keys(data)
     return TrainConfig.from_dict(apply_overrides(data, overrides))
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from beastybar_jax.search.config import SearchConfig
 from beastybar_jax.validation import check, check_at_least, check_finite_nonnegative
 
 
 @dataclasses.dataclass(frozen=True)
 class AlphaZeroConfig:
-    """Self-play with search, a replay buffer and SGD on search targets.
+    """Self-play with search (the run's shared ``search:`` section), a replay buffer and
+    SGD on search targets.
 
     Self-play: the run's ``num_games`` games are played side by side; each iteration
     advances every game ``moves_per_iteration`` moves (a finished game restarts at
@@ -55,7 +55,6 @@ class AlphaZeroConfig:
     aux_loss_weight: float = 0.25  # used when network.aux_score_head is on
     exact_value_targets: bool = False  # value target = the solver's result where it has one
     exact_value_budget: int = 500  # solver loop iterations per training iteration (0: no limit)
-    search: SearchConfig = dataclasses.field(default_factory=SearchConfig)
 
     def validate(self, *, num_games: int, max_game_length: int, prefix: str = "alphazero.") -> None:
         """Raise ``ConfigError`` naming the key and the fix for an impossible value."""
@@ -77,16 +76,6 @@ class AlphaZeroConfig:
         check_at_least(self.exact_value_budget, 0, k("exact_value_budget"), " (0 = no limit)")
         for name in ("value_loss_weight", "aux_loss_weight"):
             check_finite_nonnegative(getattr(self, name), k(name))
-        s = self.search
-        check(s.algorithm in ("gumbel", "puct"), k("search.algorithm"), f"must be 'gumbel' or 'puct', got {s.algorithm!r}")
-        check(s.num_simulations >= 1, k("search.num_simulations"),
-              f"must be >= 1, got {s.num_simulations}: set a positive number of simulations per move")
-        check_at_least(s.num_determinizations, 1, k("search.num_determinizations"))
-        check_at_least(s.max_num_considered_actions, 1, k("search.max_num_considered_actions"))
-        for name in ("gumbel_scale", "pb_c_init", "pb_c_base", "dirichlet_alpha", "dirichlet_fraction", "value_scale",
-                     "maxvisit_init"):
-            check_at_least(getattr(s, name), 0, k("search." + name))
-        check(s.dirichlet_fraction <= 1, k("search.dirichlet_fraction"), f"must be in [0, 1], got {s.dirichlet_fraction}")
 
     def split_keys(self) -> tuple[str, ...]:
         """Keys whose values are split over devices (must divide by the device count)."""
