@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from beastybar_jax.agents.base import Agent
-from beastybar_jax.games import Game
+from beastybar_jax.games.base import Game
 
 
 

@@ -35,7 +35,8 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from beastybar_jax.config import TrainConfig, config_diff, decay_steps
+from beastybar_jax.config import TrainConfig, config_diff
+from beastybar_jax.config.schedule import decay_steps
 from beastybar_jax.games import get_game
 from beastybar_jax.network import init_params, make_network
 

@@ -99,12 +99,13 @@ def _main(args) -> int:
         import jax
 
         from beastybar_jax.config import validate
+        from beastybar_jax.games import get_game
         from beastybar_jax.training.evaluation import make_opponents
 
         try:
             validate(config, num_devices=jax.device_count())  # divisibility on this machine too
             if config.eval_every:
-                make_opponents(config)  # the opponents exist (and checkpoints among them load)
+                make_opponents(config, get_game(config.game))  # the opponents exist (and checkpoints among them load)
         except ConfigError as e:
             print(f"config error: {e}", file=sys.stderr)
             return 2

@@ -289,7 +289,7 @@ def test_a_short_quick_run_beats_random_clearly(tmp_path):
     initial_params = jax.device_get(loop.state.params)
     trained_params = jax.device_get(loop.run(until_iteration=LEARNING_ITERATIONS).params)
     loop.close()
-    evaluate = make_evaluator(config, loop.trainer.network, [make_agent("random")])  # one compile for both
+    evaluate = make_evaluator(config, loop.trainer.game, loop.trainer.network, [make_agent("random")])  # one compile for both
     untrained, trained = evaluate(initial_params), evaluate(trained_params)  # host arrays: one signature
     assert trained["eval_random_win_rate"] >= 0.7, trained
     assert trained["eval_random_win_rate"] >= untrained["eval_random_win_rate"] + 0.15, (trained, untrained)

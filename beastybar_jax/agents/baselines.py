@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 
 from beastybar_jax.agents.base import Agent, uniform_choice
-from beastybar_jax.games import Game
+from beastybar_jax.games.base import Game
 
 
 @functools.lru_cache(maxsize=None)

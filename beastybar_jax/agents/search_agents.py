@@ -18,7 +18,7 @@ import numpy as np
 
 from beastybar_jax import search as search_lib
 from beastybar_jax.agents.base import Agent, random_best, uniform_choice
-from beastybar_jax.games import Game
+from beastybar_jax.games.base import Game
 from beastybar_jax.config.search import SearchConfig
 
 

@@ -58,12 +58,6 @@ __all__ = [
 ]
 
 ALGORITHM_NAMES = ("alphazero", "ppo")
-
-
-def decay_steps(config, total_updates: int) -> int:
-    """Updates until the learning rate's cosine reaches its end value: ``decay_steps``, or
-    (0) the run's last update (``total_updates``)."""
-    return config.decay_steps if config.decay_steps > 0 else max(total_updates, config.warmup_steps + 1)
 """Values of the ``algorithm`` key; each names a package with an :class:`~beastybar_jax.training.algorithm.Algorithm`."""
 
 
@@ -238,17 +232,19 @@ def _coerce(key: str, value: Any, annotation) -> Any:
     return value  # unannotated / Any
 
 
-def validate(config: TrainConfig, num_devices: int | None = None) -> None:
+def validate(config: TrainConfig, num_devices: int | None = None, game=None) -> None:
     """Raise :class:`ConfigError` naming the key and the fix when a value is impossible.
 
-    ``num_devices`` (the devices training will shard over) adds the divisibility checks.
+    ``num_devices`` (the devices training will shard over) adds the divisibility checks;
+    ``game``: the run's game when the caller holds it (else looked up by ``config.game``).
     """
     c = config
     check(bool(c.name) and "/" not in c.name, "name", f"must be a non-empty name without '/', got {c.name!r}")
-    try:
-        game = get_game(c.game)
-    except UnknownGameError:
-        raise ConfigError(f"config key 'game' must be one of {', '.join(GAME_NAMES)}, got {c.game!r}") from None
+    if game is None or game.name != c.game:
+        try:
+            game = get_game(c.game)
+        except UnknownGameError:
+            raise ConfigError(f"config key 'game' must be one of {', '.join(GAME_NAMES)}, got {c.game!r}") from None
     check(c.algorithm in ALGORITHM_NAMES, "algorithm", f"must be one of {', '.join(ALGORITHM_NAMES)}, got {c.algorithm!r}")
     check(bool(c.run_dir), "run_dir", "must be a directory path, e.g. runs/{name}")
     check(0 <= c.seed < 2**63, "seed", f"must be an integer in [0, 2**63), got {c.seed}")

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from beastybar_jax.games import Game
+from beastybar_jax.games.base import Game
 from beastybar_jax.config.ppo import POOL, SELF, PPOConfig
 
 MASKED_LOGIT = -1e9  # illegal actions' logit: exp() underflows to exactly 0 in float32

@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import mctx
 
-from beastybar_jax.games import Game
+from beastybar_jax.games.base import Game
 from beastybar_jax.search import mctx_patch
 from beastybar_jax.config.search import SearchConfig
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import optax
 
-from beastybar_jax.config import decay_steps
+from beastybar_jax.config.schedule import decay_steps
 
 
 def make_schedule(config, total_updates: int) -> optax.Schedule:
