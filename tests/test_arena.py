@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import math
 import pathlib
-import sys
 
 import jax
 import numpy as np
 import pytest
+
+from helpers import experiment
 
 from beastybar_jax import arena
 from beastybar_jax.games import beastybar as game
@@ -143,11 +144,7 @@ def test_play_match_rejects_no_deals():
 
 def test_evaluate_cli(random_vs_random, tmp_path, capsys):
     """The CLI reuses the compiled random-vs-random match (same agents, same size)."""
-    sys.path.insert(0, str(REPO_ROOT / "experiments"))
-    try:
-        import evaluate
-    finally:
-        sys.path.pop(0)
+    evaluate = experiment("evaluate")
     out = tmp_path / "eval.json"
     code = evaluate.main(["--agent", "random", "--opponents", "random", "--games", str(2 * RANDOM_DEALS - 1),
                           "--json", str(out), "--plain"])

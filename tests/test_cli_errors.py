@@ -10,20 +10,15 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import sys
 
 import pytest
 
-import tiny_training
+from helpers import tiny_training, experiment
 from beastybar_jax.arena import MatchResult
 
 REPO_ROOT = tiny_training.REPO_ROOT
 TINY = str(tiny_training.TINY)
-sys.path.insert(0, str(REPO_ROOT / "experiments"))
-
-import benchmark  # noqa: E402  (experiments/)
-import evaluate  # noqa: E402
-import train  # noqa: E402
+benchmark, evaluate, train = (experiment(name) for name in ("benchmark", "evaluate", "train"))
 
 
 def one_line(err: str) -> str:

@@ -21,7 +21,7 @@ import jax
 import numpy as np
 import pytest
 
-import tiny_training
+from helpers import tiny_training
 from beastybar_jax.checkpoint import load_agent
 from beastybar_jax.training.metrics import read_jsonl
 

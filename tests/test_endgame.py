@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import tiny_training
-from conftest import random_playout
+from helpers import tiny_training
+from helpers import random_playout
 from beastybar_jax.games import beastybar as game
 from beastybar_jax.agents import AgentSpecError, agent_names, make_agent
 from beastybar_jax.games.beastybar.endgame import bruteforce, positions, solver

@@ -397,7 +397,7 @@ def test_render_state_and_action():
 
 @pytest.fixture(scope="module")
 def random_positions():
-    from conftest import random_playout
+    from helpers import random_playout
 
     before, _, _ = random_playout(64)(jax.random.key(7))
     flat = jax.tree.map(lambda x: np.asarray(x).reshape((-1,) + x.shape[2:]), before)

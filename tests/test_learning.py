@@ -3,7 +3,7 @@ often than random beats random, on the same duplicate deals."""
 
 import jax
 
-import tiny_training
+from helpers import tiny_training
 from beastybar_jax import arena
 from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.training.trainer import make_trainer

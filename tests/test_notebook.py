@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT, running_in_ci
+from helpers import REPO_ROOT, running_in_ci
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "quickstart.ipynb"
 TEXT_TWIN = REPO_ROOT / "notebooks" / "quickstart.py"

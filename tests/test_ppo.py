@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import tiny_training
-from conftest import random_playout
+from helpers import tiny_training
+from helpers import random_playout
 from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.training.trainer import make_trainer
 from beastybar_jax.agents import make_agent

@@ -2,7 +2,7 @@
 full disk (the contract in README.md, "Interrupts, crashes and resume").
 
 Signals and ``kill -9`` go to real ``experiments/train.py`` processes on the tiny
-config, paused at a chosen moment by ``tests/train_paused.py``; every resume is
+config, paused at a chosen moment by ``tests/helpers/train_paused.py``; every resume is
 compared with the session's uninterrupted tiny run (``tiny_training.full_run``). The
 processes share the session's compilation cache, so only the first one compiles.
 """
@@ -22,7 +22,7 @@ import jax
 import numpy as np
 import pytest
 
-import tiny_training
+from helpers import tiny_training, experiment
 from beastybar_jax.checkpoint import Checkpointer, load_agent
 from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.training.metrics import read_jsonl
@@ -34,7 +34,7 @@ from beastybar_jax.training.rundir import RunDirError, RunLockedError
 from beastybar_jax.training.trainer import abstract_state
 
 REPO_ROOT = tiny_training.REPO_ROOT
-PAUSED = REPO_ROOT / "tests" / "train_paused.py"
+PAUSED = REPO_ROOT / "tests" / "helpers" / "train_paused.py"
 CLI = REPO_ROOT / "experiments" / "train.py"
 # Generous: the machine running the tests may be busy; nothing waits this long unless broken.
 START_TIMEOUT = 600
@@ -60,7 +60,7 @@ def assert_same_params(a, b):
 
 class PausedRun:
     """``experiments/train.py`` on the tiny config in a subprocess, paused at ``pause_at``
-    (see tests/train_paused.py)."""
+    (see tests/helpers/train_paused.py)."""
 
     def __init__(self, tmp_path, pause_at: str, *overrides: str):
         self.run_dir = tmp_path / "run"
@@ -473,13 +473,7 @@ def test_an_interrupt_raised_by_a_hook_is_logged_before_it_is_checkpointed(tmp_p
 
 
 def _import_cli(name: str):
-    import importlib
-
-    sys.path.insert(0, str(REPO_ROOT / "experiments"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(REPO_ROOT / "experiments"))
+    return experiment(name)
 
 
 def test_the_progress_bar_says_compiling_with_the_seconds_so_far():

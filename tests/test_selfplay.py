@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import tiny_training
+from helpers import tiny_training
 from beastybar_jax import search
 from beastybar_jax.alphazero import replay, selfplay
 from beastybar_jax.games.beastybar import BEASTYBAR, OBSERVATION_LAYOUT

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import tictactoe_reference as ref
+from helpers import tictactoe_reference as ref
 from beastybar_jax.games import Game, get_game
 from beastybar_jax.games.tictactoe import (
     ACTION_NAMES,

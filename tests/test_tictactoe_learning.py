@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import tictactoe_training
+from helpers import tictactoe_training
 from beastybar_jax import arena
 from beastybar_jax.agents import make_agent
 from beastybar_jax.games import minimax

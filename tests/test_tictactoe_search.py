@@ -17,7 +17,7 @@ import jax
 import numpy as np
 import pytest
 
-import tictactoe_reference as ref
+from helpers import tictactoe_reference as ref
 from beastybar_jax.agents.base import Agent, uniform_choice
 from beastybar_jax import arena
 from beastybar_jax.arena import play_match

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import pathlib
 import shutil
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import tiny_training
+from helpers import tiny_training, experiment
 from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.training.trainer import make_trainer
 from beastybar_jax.alphazero.loss import loss_fn
@@ -121,13 +120,7 @@ def test_load_agent_errors_are_clear(full_run, tmp_path):
 
 
 def test_cli_rejects_bad_configs_before_compiling(tmp_path, capsys):
-    sys.path.insert(0, str(CLI.parent))
-    try:
-        import importlib
-
-        cli = importlib.import_module("train")
-    finally:
-        sys.path.remove(str(CLI.parent))
+    cli = experiment("train")
     assert cli.__file__ == str(CLI)
     code = cli.main(["--config", str(tiny_training.TINY), "--set", "search.num_simulations=0"])
     assert code == 2 and "search.num_simulations" in capsys.readouterr().err

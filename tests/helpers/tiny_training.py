@@ -1,7 +1,6 @@
 """A tiny training run shared by the training tests (compiled and run once per session).
 
-pytest imports test modules with their directory on ``sys.path``, so test files use
-``import tiny_training``.
+Test files use ``from helpers import tiny_training``.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from beastybar_jax.training.trainer import make_trainer
 from beastybar_jax.config import TrainConfig, load_config
 from beastybar_jax.training.metrics import read_jsonl
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+from helpers import REPO_ROOT
 TINY = REPO_ROOT / "configs" / "tiny.yaml"
 # Unoptimised XLA code compiles about 3x faster on CPU; these runs are tiny anyway.
 FAST_COMPILE = {"xla_backend_optimization_level": 0}

@@ -19,7 +19,7 @@ from beastybar_jax.config import load_config
 from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.training.metrics import read_jsonl
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+from helpers import REPO_ROOT
 CONFIG = REPO_ROOT / "configs" / "tictactoe.yaml"
 
 

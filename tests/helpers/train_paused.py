@@ -22,7 +22,7 @@ import signal
 import sys
 import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def stop_requested() -> bool:
@@ -93,7 +93,6 @@ def install(spec: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, REPO_ROOT)
     install(os.environ["PAUSE_AT"])
     train = os.path.join(REPO_ROOT, "experiments", "train.py")
     sys.argv = [train, *sys.argv[1:]]
