@@ -127,11 +127,11 @@ import numpy as np
 from IPython.display import clear_output, display
 
 from beastybar_jax import arena, search
-from beastybar_jax.games import beastybar as game
 from beastybar_jax.agents import make_agent, network_agent
-from beastybar_jax.config import load_config
-from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.checkpoint import load_agent
+from beastybar_jax.config import load_config
+from beastybar_jax.games import beastybar as game
+from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.training.metrics import read_jsonl
 
 print(f"jax {jax.__version__}, backend: {jax.default_backend()}, devices: {jax.devices()}")

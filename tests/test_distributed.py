@@ -25,6 +25,8 @@ from helpers import tiny_training
 from beastybar_jax.checkpoint import load_agent
 from beastybar_jax.training.metrics import read_jsonl
 
+pytestmark = pytest.mark.slow  # several training processes (CI runs it; the quick loop skips it)
+
 CLI = tiny_training.REPO_ROOT / "experiments" / "train.py"
 COMPARED = ("loss", "policy_loss", "value_loss", "aux_loss", "games_finished", "buffer_size", "positions_inserted")
 TIMEOUT = 600  # seconds per subprocess: generous, a loaded 2-core box is slow

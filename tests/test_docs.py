@@ -24,6 +24,8 @@ import pytest
 from helpers import tictactoe_training, experiment
 from helpers import tiny_training
 
+pytestmark = pytest.mark.slow  # every documented command, on trained runs (CI runs it; the quick loop skips it)
+
 REPO = tiny_training.REPO_ROOT
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 

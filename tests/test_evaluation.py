@@ -9,6 +9,8 @@ from beastybar_jax.config import ConfigError
 from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.training.metrics import read_jsonl
 
+pytestmark = pytest.mark.slow  # training runs with evaluation (CI runs it; the quick loop skips it)
+
 
 
 def test_training_logs_win_rates_every_eval_every_iterations(tmp_path):

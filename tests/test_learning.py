@@ -2,6 +2,7 @@
 often than random beats random, on the same duplicate deals."""
 
 import jax
+import pytest
 
 from helpers import tiny_training
 from beastybar_jax import arena
@@ -9,6 +10,8 @@ from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.training.trainer import make_trainer
 from beastybar_jax.agents import make_agent, network_agent
 from beastybar_jax.config import load_config
+
+pytestmark = pytest.mark.slow  # a quarter of the quick run (CI runs it; the quick loop skips it)
 
 ITERATIONS = 30  # of the config's 120: the first quarter of the quick run
 DEALS = 100  # 200 games per match

@@ -42,6 +42,8 @@ _require("nbformat", "nbclient", "ipykernel", "matplotlib", "jupytext")
 
 import nbformat  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the whole notebook in a kernel (CI runs it; the quick loop skips it)
+
 
 def _write_kernelspec(root: pathlib.Path) -> pathlib.Path:
     """A kernelspec running ipykernel on this interpreter, CPU only, fast XLA compiles."""

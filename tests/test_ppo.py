@@ -217,6 +217,7 @@ def test_the_learner_acts_on_its_observation_only():
 # ----------------------------------------------------------------------------- training, resume, agents
 
 
+@pytest.mark.slow
 def test_tiny_run_trains_refreshes_the_pool_and_reports_per_opponent():
     run = tiny_full_run()
     metrics = run["metrics"]
@@ -230,6 +231,7 @@ def test_tiny_run_trains_refreshes_the_pool_and_reports_per_opponent():
         assert not np.array_equal(ring[0], initial[0]) and not np.array_equal(ring[1], initial[1])
 
 
+@pytest.mark.slow
 def test_interrupt_then_resume_equals_one_uninterrupted_run(tmp_path):
     full = tiny_full_run()
     config = tiny_ppo_config(tmp_path / "resumed")
@@ -255,6 +257,7 @@ def test_interrupt_then_resume_equals_one_uninterrupted_run(tmp_path):
             {k: v for k, v in reference.items() if not k.startswith(("time", "iteration_", "moves_per", "total_"))}
 
 
+@pytest.mark.slow
 def test_a_ppo_checkpoint_is_an_agent_and_an_exploiters_opponent():
     run = tiny_full_run()
     model = load_agent(run["run_dir"])
@@ -278,6 +281,7 @@ def test_a_ppo_checkpoint_is_an_agent_and_an_exploiters_opponent():
 LEARNING_ITERATIONS = 40  # of the quick config's 300: about 160 k moves
 
 
+@pytest.mark.slow
 def test_a_short_quick_run_beats_random_clearly(tmp_path):
     """The quick config, optimised, for a few seconds of training: the raw policy wins
     clearly more often against random than the untrained network does on the same

@@ -33,6 +33,8 @@ from beastybar_jax.training.metrics import MetricsLogger, rewind_jsonl
 from beastybar_jax.training.rundir import RunDirError, RunLockedError
 from beastybar_jax.training.trainer import abstract_state
 
+pytestmark = pytest.mark.slow  # training processes signalled and killed (CI runs it; the quick loop skips it)
+
 REPO_ROOT = tiny_training.REPO_ROOT
 PAUSED = REPO_ROOT / "tests" / "helpers" / "train_paused.py"
 CLI = REPO_ROOT / "experiments" / "train.py"

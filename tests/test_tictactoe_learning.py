@@ -15,6 +15,8 @@ from beastybar_jax import arena
 from beastybar_jax.agents import make_agent
 from beastybar_jax.games import minimax
 
+pytestmark = pytest.mark.slow  # the tic-tac-toe training run (CI runs it; the quick loop skips it)
+
 
 @pytest.fixture(scope="module")
 def run():

@@ -19,6 +19,8 @@ from beastybar_jax.checkpoint import CheckpointError, Checkpointer, load_agent
 from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.training.metrics import read_jsonl
 
+pytestmark = pytest.mark.slow  # whole training runs and resumes (CI runs it; the quick loop skips it)
+
 REPO_ROOT = tiny_training.REPO_ROOT
 CLI = REPO_ROOT / "experiments" / "train.py"
 COMPARED = ("loss", "policy_loss", "value_loss", "aux_loss", "games_finished", "buffer_size", "positions_inserted")

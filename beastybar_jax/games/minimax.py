@@ -88,9 +88,15 @@ def _take(states, index):
     return jax.tree.map(lambda x: np.asarray(x)[index], states)
 
 
-@functools.lru_cache(maxsize=None)
 def solve(game: Game) -> Solution:
-    """The solved game (computed once per process per game; arrays read-only)."""
+    """The solved game (computed once per process per game; arrays read-only). Callable
+    while a function is traced: the enumeration runs eagerly all the same."""
+    with jax.ensure_compile_time_eval():
+        return _solve(game)
+
+
+@functools.lru_cache(maxsize=None)
+def _solve(game: Game) -> Solution:
     expand = _expand(game)
     root = jax.tree.map(lambda x: np.asarray(x)[None], jax.device_get(game.init(jax.random.key(0))))
     rows, batches = [_rows(root)[0]], [root]
@@ -180,6 +186,8 @@ def optimal_actions(game: Game, state) -> jax.Array:
 def minimax_act(game: Game):
     """``act(state, key) -> int32[]``: a uniformly random optimal move (0 once the game is
     over), the ``minimax`` agent of a small game."""
+
+    solve(game)  # now, not at the first trace
 
     def act(state, key: jax.Array) -> jax.Array:
         optimal = optimal_actions(game, state)
