@@ -214,6 +214,25 @@ def test_the_learner_acts_on_its_observation_only():
     assert len(set(np.asarray(a.action[0]).tolist())) > 3  # a sampled, not a constant, policy
 
 
+def test_the_score_margin_target_is_in_the_games_own_scale():
+    """The aux target is ``score_margin / game.score_margin_scale``, as in AlphaZero: for
+    tic-tac-toe (margin = outcome, scale 1) the +1 / 0 / -1 result itself, not a tenth of it."""
+    game = get_game("tictactoe")
+    network = make_network(NetworkConfig(width=32, depth=1), game)
+    params = init_params(network, jax.random.key(0), game.observation_size)
+    config = load_config(PPO_QUICK, ["game=tictactoe", "num_games=32", "ppo.opponents=[self]", "ppo.opponent_weights=[1]"])
+    opponents = rollout.make_opponents(config.ppo, 32, game, network, make_agent)
+    games = rollout.Games(states=jax.vmap(game.init)(jax.random.split(jax.random.key(0), 32)),
+                          learner_seat=jnp.zeros(32, jnp.int32), length=jnp.zeros(32, jnp.int32))
+    play = jax.jit(lambda g, k: rollout.play(game, network, params, None, opponents, g, k, game.max_game_length)[1],
+                   compiler_options=tiny_training.FAST_COMPILE)
+    t = jax.device_get(play(games, jax.random.key(1)))
+    done = np.asarray(t.done)
+    assert done.sum() >= 32 and np.abs(np.asarray(t.outcome)[done]).max() == 1  # every game ended, some won
+    np.testing.assert_array_equal(np.asarray(t.margin)[done], np.asarray(t.outcome)[done])
+    assert not np.asarray(t.margin)[~done].any()
+
+
 # ----------------------------------------------------------------------------- training, resume, agents
 
 

@@ -72,7 +72,8 @@ class Transitions:
       learner: ``bool[T, B]`` the move was a learner decision (trained on).
       done: ``bool[T, B]`` the game ended with this move (the slot restarted).
       outcome: ``float32[T, B, P]`` the final outcome per seat where ``done``, else 0.
-      margin: ``float32[T, B, P]`` the final ``score_margin / game.score_margin_scale`` per seat where ``done`` (as in AlphaZero), else 0.
+      margin: ``float32[T, B, P]`` the final ``score_margin / game.score_margin_scale`` per seat
+        where ``done`` (the network's aux target, as in AlphaZero), else 0.
     """
 
     observation: chex.Array
