@@ -77,7 +77,7 @@ def main(argv=None) -> int:
 
 def _main(args) -> int:
     from beastybar_jax.config import ConfigError, load_config
-    from beastybar_jax.training.checkpoint import CheckpointError
+    from beastybar_jax.checkpoint import CheckpointError
     from beastybar_jax.training.distributed import DistributedError
 
     try:

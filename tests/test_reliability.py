@@ -26,7 +26,7 @@ from helpers import tiny_training, experiment
 from beastybar_jax.checkpoint import Checkpointer, load_agent
 from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.training.metrics import read_jsonl
-from beastybar_jax.training.checkpoint import (CHECKSUMS_FILE, RESUMABLE_CHANGES, CheckpointError,
+from beastybar_jax.checkpoint import (CHECKSUMS_FILE, RESUMABLE_CHANGES, CheckpointError,
                                                DamagedCheckpointWarning, check_resume_config)
 from beastybar_jax.training.interrupt import Interrupted
 from beastybar_jax.training.metrics import MetricsLogger, rewind_jsonl

@@ -1,10 +1,9 @@
-"""The game interface and the registry of games.
+"""The game interface: the :class:`Game` record and the input checks every game shares.
 
 Everything above the game layer (search, self-play, the learners, agents, the arena,
 checkpoints and the command lines) takes a :class:`Game`: a bundle of pure functions
-over a small state, pgx-style. A game lives in its own package (``beastybar_jax.games.beastybar``
-for Beasty Bar, ``beastybar_jax.tictactoe``) and is named in configs by
-``game: <name>``; :func:`get_game` imports it on first use.
+over a small state, pgx-style. Each game lives in its own room under
+:mod:`beastybar_jax.games` and is registered in :mod:`beastybar_jax.games.registry`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Tic-tac-toe rules and perfect play in plain Python, written independently of
-``beastybar_jax.tictactoe`` so the tests can check the engine and its minimax table
+``beastybar_jax.games.tictactoe`` so the tests can check the engine and its minimax solution
 against them.
 
 A position is a 9-character string in reading order: ``"X"``, ``"O"`` or ``"."``.

@@ -43,7 +43,7 @@ def pause(should_stop=stop_requested) -> None:
 
 def install(spec: str) -> None:
     from beastybar_jax.training import loop as loop_module
-    from beastybar_jax.training.checkpoint import Checkpointer
+    from beastybar_jax.checkpoint import Checkpointer
     from beastybar_jax.training.metrics import MetricsLogger
 
     kind, _, number = spec.partition(":")
