@@ -88,7 +88,7 @@ def test_ppo_learns_to_draw_against_minimax(tmp_path):
     """PPO on tic-tac-toe (the score-margin target in the game's own scale), half its games
     in self-play and half against minimax: the raw policy then never loses to it."""
     config = load_config(tictactoe_training.CONFIG, [
-        f"run_dir={tmp_path}", "tensorboard=false", "algorithm=ppo", "num_iterations=60", "checkpoint_every=0",
+        f"run_dir={tmp_path}", "tensorboard=false", "algorithm=ppo", "num_iterations=120", "checkpoint_every=0",
         "warmup_steps=0", "num_games=64", "ppo.rollout_length=9", "ppo.opponents=[self, minimax]",
         "ppo.opponent_weights=[0.5, 0.5]", "ppo.num_epochs=4", "ppo.num_minibatches=2"])
     loop = TrainLoop(config, console=False)
