@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from beastybar_jax.agents.base import Agent
-from beastybar_jax.game import BEASTYBAR, Game
+from beastybar_jax.games.base import Game
 
 
 
@@ -64,7 +64,7 @@ class MatchOutcomes:
 
 
 def play_games(agent_a: Agent, agent_b: Agent, deal_keys: jax.Array, key: jax.Array,
-               game: Game = BEASTYBAR) -> MatchOutcomes:
+               game: Game) -> MatchOutcomes:
     """Pure and jittable core of ``play_match``: every deal of ``deal_keys`` (``[D]``
     keys) played twice with seats swapped. Usable inside a larger jitted function
     (e.g. training-time evaluation of a network agent with traced parameters)."""
@@ -173,7 +173,7 @@ def summarize(outcomes: MatchOutcomes, agent: str, opponent: str) -> MatchResult
 
 
 def play_match(agent_a: Agent, agent_b: Agent, num_deals: int, key: jax.Array, *,
-               game: Game = BEASTYBAR) -> MatchResult:
+               game: Game) -> MatchResult:
     """``2 * num_deals`` games between two agents in duplicate format, batched on device.
 
     Args:
@@ -190,7 +190,7 @@ def play_match(agent_a: Agent, agent_b: Agent, num_deals: int, key: jax.Array, *
 
 
 def round_robin(agents: Sequence[Agent], num_deals: int, key: jax.Array, *,
-                game: Game = BEASTYBAR) -> list[MatchResult]:
+                game: Game) -> list[MatchResult]:
     """A duplicate match of ``num_deals`` deals between every pair of ``agents``."""
     names = [a.name for a in agents]
     if len(set(names)) != len(names):

@@ -1,5 +1,517 @@
-"""Deprecated alias of :mod:`beastybar_jax.training.checkpoint`."""
-from beastybar_jax._deprecation import moved
+"""Checkpoints with orbax: the whole train state, the resolved config and progress.
 
-moved(__name__, "beastybar_jax.training.checkpoint")
-from beastybar_jax.training.checkpoint import *  # noqa: E402,F401,F403
+A run directory holds ``checkpoints/<iteration>/`` written by an
+``orbax.checkpoint.CheckpointManager``, each with four items:
+
+- ``params``: the network variables (restored alone by :func:`load_agent`);
+- ``train_state``: the rest of the algorithm's train state (optimizer state, games in
+  progress, replay buffer, run key, iteration and update counters);
+- ``config``: the resolved :class:`~beastybar_jax.config.TrainConfig` as JSON;
+- ``progress``: host-side totals (games, moves, simulations, seconds);
+
+and ``checksums.json``: the size and SHA-256 of every file orbax wrote, added once
+the (asynchronous) save has finished. A checkpoint is *damaged* when a file differs
+from its checksum, when orbax cannot read it, when its parameters or optimizer state
+hold NaN or infinity, or when its iteration is not its step. Resuming and
+:func:`load_agent` then fall back to the newest intact checkpoint and say so
+(:class:`DamagedCheckpointWarning`); a resumed run moves the damaged ones to
+``<run_dir>/damaged_checkpoints/``. A checkpoint without ``checksums.json`` (one a crash
+interrupted right after orbax committed it) is checked by restoring it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sys
+import warnings
+from typing import Any
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from beastybar_jax.config import TrainConfig, config_diff
+from beastybar_jax.config.schedule import decay_steps
+from beastybar_jax.games import get_game
+from beastybar_jax.network import init_params, make_network
+
+CHECKPOINT_DIR = "checkpoints"
+DAMAGED_DIR = "damaged_checkpoints"
+CHECKSUMS_FILE = "checksums.json"
+
+RESUMABLE_CHANGES = frozenset({
+    "num_iterations", "checkpoint_every", "keep_checkpoints", "tensorboard", "distributed", "distributed_timeout",
+    "compilation_cache",
+    "eval_every", "eval_opponents", "eval_games", "eval_simulations", "eval_endgames", "eval_endgame_positions",
+    "run_dir",
+})
+"""Keys that may change when a run is resumed: they do not change what an iteration
+computes (checkpoints, logging, evaluation, scale-out), or only extend the run.
+``num_iterations`` and ``decay_steps`` may change only while the learning-rate
+schedule stays the same (see :func:`check_resume_config`)."""
+
+
+class CheckpointError(FileNotFoundError, ValueError):
+    """A checkpoint is missing, unreadable or does not match the run."""
+
+
+class DamagedCheckpointError(CheckpointError):
+    """One checkpoint is damaged (``step``, ``reason``)."""
+
+    def __init__(self, path: str, step: int, reason: str):
+        super().__init__(f"checkpoint {path} is damaged: {reason}")
+        self.path, self.step, self.reason = path, step, reason
+
+
+class DamagedCheckpointWarning(UserWarning):
+    """A damaged checkpoint was skipped for an older, intact one."""
+
+
+class _QuietOrbaxErrors(logging.Filter):
+    """Drops orbax's error logs (each a traceback of a background thread, dozens of
+    lines), asyncio's "exception never retrieved" for TensorStore writes a failed save
+    abandoned, and orbax's note that a directory is opened read-only: every failure of
+    a save or restore reaches the caller as one :class:`CheckpointError` line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "asyncio":
+            error = record.exc_info[1] if record.exc_info else None
+            return not (error is not None and "tensorstore" in str(error))
+        if f"{os.sep}orbax{os.sep}" not in record.pathname:
+            return True
+        if record.levelno >= logging.ERROR:
+            return False
+        return not (record.levelno == logging.WARNING and "read only" in record.getMessage())
+
+
+_QUIET_ORBAX = _QuietOrbaxErrors()
+
+
+def _quiet_orbax() -> None:
+    """Install :class:`_QuietOrbaxErrors` on the logger orbax writes to, and drop the
+    ``RuntimeError: Event loop is closed`` that TensorStore's callbacks raise (as
+    "unraisable" exceptions, one traceback each) when they complete after a failed
+    save has closed orbax's event loop; other unraisable exceptions go on as before."""
+    for name in ("absl", "asyncio"):
+        logger = logging.getLogger(name)
+        if _QUIET_ORBAX not in logger.filters:
+            logger.addFilter(_QUIET_ORBAX)
+    if not getattr(sys.unraisablehook, "_drops_closed_event_loops", False):
+        previous = sys.unraisablehook
+
+        def hook(unraisable):
+            if isinstance(unraisable.exc_value, RuntimeError) and str(unraisable.exc_value) == "Event loop is closed":
+                return
+            previous(unraisable)
+
+        hook._drops_closed_event_loops = True
+        sys.unraisablehook = hook
+
+
+def _state_items(state) -> tuple[Any, dict]:
+    """Split a train state into (params, the rest as a dict)."""
+    rest = {f.name: getattr(state, f.name) for f in dataclasses.fields(state) if f.name != "params"}
+    return state.params, rest
+
+
+def failure_reason(error: BaseException, limit: int = 300) -> str:
+    """One line on why a checkpoint operation failed: the operating system's message
+    when there is one (``[Errno 28] No space left on device``), else the first line of
+    the error (orbax and TensorStore errors run to dozens of lines)."""
+    seen = set()
+    chain = error
+    while chain is not None and id(chain) not in seen:
+        seen.add(id(chain))
+        if isinstance(chain, OSError) and chain.strerror:
+            return f"[Errno {chain.errno}] {chain.strerror}"
+        chain = chain.__cause__ or chain.__context__
+    text = str(error)
+    for known in ("No space left on device", "Disk quota exceeded", "Read-only file system", "Permission denied",
+                  "File too large"):
+        if known in text:
+            return known
+    line = next((l.strip() for l in text.splitlines() if l.strip()), "")
+    line = f"{type(error).__name__}: {line}" if line else type(error).__name__
+    return line if len(line) <= limit else line[:limit] + " ..."
+
+
+# ----------------------------------------------------------------------------- checksums
+
+
+def _file_digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def compute_checksums(step_dir: str) -> dict[str, list]:
+    """``{relative path: [size, sha256]}`` of every file under a checkpoint directory."""
+    sums = {}
+    for root, _dirs, files in os.walk(step_dir):
+        for name in files:
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, step_dir)
+            if rel == CHECKSUMS_FILE or rel.startswith(CHECKSUMS_FILE):
+                continue
+            sums[rel] = [os.path.getsize(path), _file_digest(path)]
+    return dict(sorted(sums.items()))
+
+
+def write_checksums(step_dir: str) -> None:
+    """Write ``checksums.json`` into a finished checkpoint (atomically: a partial file
+    never replaces a whole one). A failure (a full disk) leaves the checkpoint
+    without checksums, to be checked by restoring it."""
+    tmp = os.path.join(step_dir, CHECKSUMS_FILE + ".tmp")
+    try:
+        with open(tmp, "w") as f:
+            json.dump(dict(algorithm="sha256", files=compute_checksums(step_dir)), f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, os.path.join(step_dir, CHECKSUMS_FILE))
+    except OSError:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+
+
+def verify_checksums(step_dir: str, step: int, items: tuple[str, ...] | None = None) -> bool:
+    """Check the files of a checkpoint (or of its ``items`` only) against its
+    ``checksums.json``. Returns False when it has none; raises
+    :class:`DamagedCheckpointError` naming the first file that differs or is missing."""
+    path = os.path.join(step_dir, CHECKSUMS_FILE)
+    if not os.path.exists(path):
+        return False
+    try:
+        with open(path) as f:
+            files = json.load(f)["files"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise DamagedCheckpointError(step_dir, step, f"unreadable {CHECKSUMS_FILE} ({failure_reason(e)})") from None
+    for rel, (size, digest) in files.items():
+        if items is not None and rel.split(os.sep, 1)[0] not in items:
+            continue
+        full = os.path.join(step_dir, rel)
+        try:
+            actual_size = os.path.getsize(full)
+            actual_digest = _file_digest(full) if actual_size == size else None
+        except OSError:
+            raise DamagedCheckpointError(step_dir, step, f"{rel} is missing or unreadable") from None
+        if actual_size != size:
+            raise DamagedCheckpointError(step_dir, step, f"{rel} has {actual_size} bytes, {size} were written")
+        if actual_digest != digest:
+            raise DamagedCheckpointError(step_dir, step, f"{rel} differs from its checksum")
+    return True
+
+
+def _local_int(x) -> int:
+    return int(np.asarray(x.addressable_data(0) if isinstance(x, jax.Array) else x))
+
+
+IMPLAUSIBLE_MAGNITUDE = 1e30
+"""A parameter or optimizer value this large is damage (a flipped exponent bit), not
+training: the next forward pass overflows to NaN. Restores refuse it like a NaN."""
+
+
+def non_finite_leaf(tree, limit: float = IMPLAUSIBLE_MAGNITUDE) -> str | None:
+    """The path of the first floating-point leaf of ``tree`` holding a NaN, an
+    infinity or a value beyond ``±limit``, or None. Reads each leaf's first local copy
+    (parameters and optimizer state are replicated, so every process decides alike)."""
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        if not jax.numpy.issubdtype(getattr(leaf, "dtype", np.float32), jax.numpy.floating):
+            continue
+        local = np.asarray(leaf.addressable_data(0) if isinstance(leaf, jax.Array) else leaf, dtype=np.float32)
+        if not np.all(np.isfinite(local)) or (local.size and float(np.max(np.abs(local))) > limit):
+            return jax.tree_util.keystr(path)
+    return None
+
+
+# ----------------------------------------------------------------------------- resume rules
+
+
+def check_resume_config(saved: TrainConfig, given: TrainConfig, updates_per_iteration, *, path: str,
+                        allow_schedule_change: bool = False) -> None:
+    """Raise :class:`CheckpointError` when ``given`` may not continue a run saved with
+    ``saved``: a key outside :data:`RESUMABLE_CHANGES` differs, or the learning-rate
+    schedule would change (``num_iterations`` changed while ``decay_steps`` is 0, so
+    the cosine would be stretched and the rate jump at the resume point) unless
+    ``allow_schedule_change``. ``updates_per_iteration(config)`` comes from the
+    run's algorithm."""
+    diff = {k: v for k, v in config_diff(saved, given).items()
+            if k.split(".")[0] not in RESUMABLE_CHANGES and k != "decay_steps"}
+    if diff:
+        listed = ", ".join(f"{k}: saved {a!r}, given {b!r}" for k, (a, b) in diff.items())
+        raise CheckpointError(
+            f"cannot resume {path}: the config differs from the saved run ({listed}); resume with the "
+            f"run's config (saved in the checkpoint) or start a new run with another name")
+    old = decay_steps(saved, saved.num_iterations * updates_per_iteration(saved))
+    new = decay_steps(given, given.num_iterations * updates_per_iteration(given))
+    if old != new and not allow_schedule_change:
+        cause = ("num_iterations changed while decay_steps is 0 (the schedule ends at the run's last update)"
+                 if saved.decay_steps == given.decay_steps == 0 else "decay_steps changed")
+        raise CheckpointError(
+            f"cannot resume {path}: {cause}, which would change the learning-rate schedule (cosine decay over "
+            f"{old} updates, now {new}: the rate would jump at the resume point); keep the schedule with "
+            f"--set decay_steps={old}, or pass --allow-schedule-change (TrainLoop(allow_schedule_change=True)) "
+            f"to use the new one")
+
+
+# ----------------------------------------------------------------------------- the run's checkpoints
+
+
+class Checkpointer:
+    """An orbax ``CheckpointManager`` over ``<run_dir>/checkpoints``, with checksums.
+
+    Errors of orbax (a full disk, an unreadable file) come out as one-line
+    :class:`CheckpointError` s; a failed save leaves the previous checkpoints as they
+    were (orbax writes into a temporary directory and renames it when complete)."""
+
+    def __init__(self, run_dir: str | os.PathLike, keep: int = 3, create: bool = True):
+        self.run_dir = os.path.abspath(os.fspath(run_dir))
+        self.directory = os.path.join(self.run_dir, CHECKPOINT_DIR)
+        self.is_main = jax.process_index() == 0
+        _quiet_orbax()
+        options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=create, cleanup_tmp_directories=True)
+        try:
+            self.manager = ocp.CheckpointManager(self.directory, options=options)
+        except Exception as e:  # noqa: BLE001 -- orbax raises many kinds
+            raise CheckpointError(f"cannot open checkpoints in {self.directory}: {failure_reason(e)}") from None
+        self._unsealed: list[int] = []
+
+    def step_dir(self, step: int) -> str:
+        return os.path.join(self.directory, str(step))
+
+    def latest_step(self) -> int | None:
+        return self.manager.latest_step()
+
+    def all_steps(self) -> list[int]:
+        return sorted(self.manager.all_steps())
+
+    def save(self, step: int, state, config, progress: dict, force: bool = True) -> bool:
+        """Start saving ``state`` as checkpoint ``step`` (asynchronously; :meth:`wait`
+        for it). Raises :class:`CheckpointError` when this or the previous save failed."""
+        self._seal_finished()
+        params, rest = _state_items(state)
+        try:
+            saved = self.manager.save(
+                step,
+                args=ocp.args.Composite(
+                    params=ocp.args.StandardSave(params),
+                    train_state=ocp.args.StandardSave(rest),
+                    config=ocp.args.JsonSave(config.to_dict()),
+                    progress=ocp.args.JsonSave(dict(progress, iteration=int(step))),
+                ),
+                force=force,
+            )
+        except Exception as e:  # noqa: BLE001
+            raise CheckpointError(f"cannot write checkpoint {step} in {self.directory}: {failure_reason(e)}; "
+                                  f"the previous checkpoints are intact") from None
+        if saved:
+            self._unsealed.append(step)
+        return saved
+
+    def wait(self) -> None:
+        """Block until the saves in flight are complete, then add their checksums."""
+        try:
+            self.manager.wait_until_finished()
+        except Exception as e:  # noqa: BLE001
+            steps = ", ".join(map(str, self._unsealed)) or "?"
+            self._unsealed = []
+            raise CheckpointError(f"cannot write checkpoint {steps} in {self.directory}: {failure_reason(e)}; "
+                                  f"the previous checkpoints are intact") from None
+        self._seal()
+
+    def _seal_finished(self) -> None:
+        if self._unsealed and not self.manager.is_saving_in_progress():
+            self.wait()
+
+    def _seal(self) -> None:
+        unsealed, self._unsealed = self._unsealed, []
+        if not self.is_main:
+            return
+        for step in unsealed:
+            if os.path.isdir(self.step_dir(step)):  # not yet deleted by keep_checkpoints
+                write_checksums(self.step_dir(step))
+
+    def close(self) -> None:
+        try:
+            self.wait()
+        finally:
+            self.manager.close()
+
+    def read_config(self, step: int) -> TrainConfig:
+        path = self.step_dir(step)
+        verify_checksums(path, step, items=("config",))
+        try:
+            restored = self.manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))
+            return TrainConfig.from_dict(restored["config"])
+        except Exception as e:  # noqa: BLE001 -- orbax raises many kinds for damaged files
+            raise DamagedCheckpointError(path, step, f"no readable config ({failure_reason(e)})") from None
+
+    def restore_train_state(self, step: int, abstract_state, expected_config=None, *, updates_per_iteration=None,
+                            allow_schedule_change: bool = False):
+        """Restore the full train state of checkpoint ``step`` (with the shardings of
+        ``abstract_state``). Returns ``(state, progress)``.
+
+        With ``expected_config``, :func:`check_resume_config` must accept it
+        (``updates_per_iteration``: the algorithm's, for the schedule check). Raises
+        :class:`DamagedCheckpointError` when the checkpoint is damaged."""
+        path = self.step_dir(step)
+        if expected_config is not None:
+            saved = self.read_config(step)
+            check_resume_config(saved, expected_config, updates_per_iteration or (lambda config: 1), path=path,
+                                allow_schedule_change=allow_schedule_change)
+        verify_checksums(path, step)
+        abstract_params, abstract_rest = _state_items(abstract_state)
+        try:
+            restored = self.manager.restore(step, args=ocp.args.Composite(
+                params=ocp.args.StandardRestore(abstract_params),
+                train_state=ocp.args.StandardRestore(abstract_rest),
+                progress=ocp.args.JsonRestore(),
+            ))
+        except Exception as e:  # noqa: BLE001
+            raise DamagedCheckpointError(path, step, f"orbax cannot restore it ({failure_reason(e)}); it is "
+                                                     f"incomplete, or from another network/config") from None
+        state = type(abstract_state)(params=restored["params"], **restored["train_state"])
+        bad = non_finite_leaf(dict(params=state.params, opt_state=getattr(state, "opt_state", None)))
+        if bad is not None:
+            raise DamagedCheckpointError(path, step, f"non-finite values (or beyond ±{IMPLAUSIBLE_MAGNITUDE:g}) in {bad}")
+        iteration = _local_int(state.iteration)
+        if iteration != step:
+            raise DamagedCheckpointError(path, step, f"it holds iteration {iteration}")
+        return state, dict(restored["progress"] or {})
+
+    def restore_latest(self, abstract_state, expected_config, *, updates_per_iteration,
+                       allow_schedule_change: bool = False):
+        """Restore the newest intact checkpoint. Returns ``(step, state, progress,
+        damaged)`` with ``damaged`` the newer checkpoints skipped, as
+        :class:`DamagedCheckpointError` s. A config that may not resume (see
+        :func:`check_resume_config`) raises at once: that is no damage."""
+        damaged = []
+        for step in reversed(self.all_steps()):
+            try:
+                state, progress = self.restore_train_state(
+                    step, abstract_state, expected_config, updates_per_iteration=updates_per_iteration,
+                    allow_schedule_change=allow_schedule_change)
+                return step, state, progress, damaged
+            except DamagedCheckpointError as e:
+                damaged.append(e)
+        listed = "; ".join(str(e) for e in damaged)
+        raise CheckpointError(f"no intact checkpoint in {self.directory} ({listed}); start a new run (another "
+                              f"name or run_dir)")
+
+    def set_aside(self, step: int) -> str:
+        """Move a damaged checkpoint to ``<run_dir>/damaged_checkpoints/`` (so the run
+        can write that step again); returns its new place."""
+        target = os.path.join(self.run_dir, DAMAGED_DIR, str(step))
+        suffix = 1
+        while os.path.exists(target):
+            target = os.path.join(self.run_dir, DAMAGED_DIR, f"{step}-{suffix}")
+            suffix += 1
+        if self.is_main:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.move(self.step_dir(step), target)
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices(f"set aside checkpoint {step}")
+        self.manager.reload()
+        return target
+
+
+# ----------------------------------------------------------------------------- load_agent
+
+
+@dataclasses.dataclass
+class TrainedModel:
+    """A trained network ready for ``network.apply(params, observations)``."""
+
+    network: Any  # PolicyValueNet
+    params: Any
+    config: Any  # TrainConfig
+    iteration: int
+    path: str
+    game: Any = None  # the Game it was trained on
+
+
+def _resolve(path: str | os.PathLike) -> tuple[str, int | None]:
+    """(checkpoint manager directory, step or None for the latest) of a run dir, a
+    ``checkpoints`` dir or one ``checkpoints/<step>`` dir."""
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.exists(path):
+        raise CheckpointError(f"no such run directory or checkpoint: {path}")
+    if os.path.isdir(os.path.join(path, CHECKPOINT_DIR)):
+        return os.path.join(path, CHECKPOINT_DIR), None
+    base = os.path.basename(path)
+    if base.isdigit() and os.path.isdir(path):
+        return os.path.dirname(path), int(base)
+    if os.path.isdir(path) and any(d.isdigit() for d in os.listdir(path)):
+        return path, None
+    raise CheckpointError(
+        f"{path} holds no checkpoint: expected a run directory (with {CHECKPOINT_DIR}/), its "
+        f"{CHECKPOINT_DIR}/ directory, or one {CHECKPOINT_DIR}/<iteration> directory")
+
+
+def _load_network(manager, directory: str, step: int) -> TrainedModel:
+    """The network of checkpoint ``step``; raises :class:`DamagedCheckpointError`."""
+    path = os.path.join(directory, str(step))
+    verify_checksums(path, step, items=("config", "params"))
+    try:
+        config_data = manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))["config"]
+        config = TrainConfig.from_dict(config_data)
+    except Exception as e:  # noqa: BLE001
+        raise DamagedCheckpointError(path, step, f"no readable config ({failure_reason(e)})") from None
+    game = get_game(config.game)
+    network = make_network(config.network, game)
+    device = jax.local_devices()[0]
+    sharding = jax.sharding.SingleDeviceSharding(device)
+    shapes = jax.eval_shape(lambda k: init_params(network, k, game.observation_size), jax.random.key(0))
+    abstract = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding), shapes)
+    try:
+        params = manager.restore(step, args=ocp.args.Composite(params=ocp.args.StandardRestore(abstract)))["params"]
+    except Exception as e:  # noqa: BLE001
+        raise DamagedCheckpointError(path, step, f"orbax cannot restore its parameters ({failure_reason(e)}); "
+                                                 f"it is incomplete") from None
+    bad = non_finite_leaf(params)
+    if bad is not None:
+        raise DamagedCheckpointError(path, step, f"non-finite values (or beyond ±{IMPLAUSIBLE_MAGNITUDE:g}) in {bad}")
+    return TrainedModel(network=network, params=params, config=config, iteration=int(step), path=path, game=game)
+
+
+def load_agent(run_dir_or_checkpoint: str | os.PathLike) -> TrainedModel:
+    """Restore the network of a run (its latest checkpoint, or the one named).
+
+    A damaged latest checkpoint (see the module docstring) is skipped for the newest
+    intact one, with a :class:`DamagedCheckpointWarning`; a damaged checkpoint named
+    explicitly is an error. Raises :class:`CheckpointError` when the path is missing,
+    holds no checkpoint or no intact one.
+    """
+    directory, step = _resolve(run_dir_or_checkpoint)
+    _quiet_orbax()
+    manager = ocp.CheckpointManager(directory, options=ocp.CheckpointManagerOptions(
+        create=False, read_only=True, save_interval_steps=0))
+    try:
+        if step is not None:
+            if step not in manager.all_steps():
+                raise CheckpointError(f"{os.path.join(directory, str(step))} is not a finished checkpoint "
+                                      f"(available: {sorted(manager.all_steps())})")
+            return _load_network(manager, directory, step)
+        steps = sorted(manager.all_steps(), reverse=True)
+        if not steps:
+            raise CheckpointError(f"{directory} holds no finished checkpoint")
+        damaged = []
+        for candidate in steps:
+            try:
+                model = _load_network(manager, directory, candidate)
+            except DamagedCheckpointError as e:
+                damaged.append(e)
+                continue
+            for e in damaged:
+                warnings.warn(f"{e}; loaded checkpoint {model.path} instead", DamagedCheckpointWarning, stacklevel=2)
+            return model
+        raise CheckpointError(f"no intact checkpoint in {directory}: " + "; ".join(str(e) for e in damaged))
+    finally:
+        manager.close()

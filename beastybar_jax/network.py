@@ -33,7 +33,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.games import Game, TokenLayout
+from beastybar_jax.games.base import Game, TokenLayout
 
 TORSOS = ("mlp", "attention")
 _HEAD_INIT = nn.initializers.variance_scaling(0.01, "fan_in", "truncated_normal")

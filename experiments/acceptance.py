@@ -160,7 +160,7 @@ def run_cli(args: list[str], log, timeout: float) -> subprocess.CompletedProcess
 
 
 def part_conformance(s: dict, out: str, log) -> list[dict]:
-    from beastybar_jax import conformance
+    from beastybar_jax.games.beastybar import conformance
 
     corpus = CORPUS
     start = time.perf_counter()
@@ -233,7 +233,7 @@ def part_iteration(s: dict, out: str, log) -> list[dict]:
 
     bench = benchmarks()
     az = load_config(os.path.join(REPO, s["az_config"]))
-    r = bench["selfplay"](az, az.num_games, az.alphazero.search.num_simulations,
+    r = bench["selfplay"](az, az.num_games, az.search.num_simulations,
                              az.alphazero.moves_per_iteration, az.alphazero.updates_per_iteration, s["repeats"])
     log(f"alphazero iteration: {r}")
     yield figure("alphazero_iteration_seconds", r["iteration_seconds"], "s", config=s["az_config"],

@@ -21,7 +21,7 @@ in one line and exit code 2. When the output is not a terminal, tables are print
 whole (no truncated cells).
 
 ``--endgames`` instead scores each ``--agent`` (comma-separated specs) on the fixed
-suite of solved Beasty Bar endgame positions (``beastybar_jax.endgame.suite``): the
+suite of solved Beasty Bar endgame positions (``beastybar_jax.games.beastybar.endgame.suite``): the
 share of positions where its move keeps the best result, the shares where it throws
 away a win or a draw, the share of best-margin moves and the mean point margin lost
 against best play. ``--games N`` then uses N positions spread over the suite.
@@ -237,7 +237,7 @@ ENDGAME_HEADERS = ["agent", "positions", "keeps result", "throws win", "throws d
 
 def run_endgames(args: argparse.Namespace, log=print) -> dict:
     """Score every ``--agent`` spec on the endgame suite (or ``--games`` positions of it)."""
-    from beastybar_jax.endgame.suite import SUITE_PATH, evaluate_agent, load_suite, spread
+    from beastybar_jax.games.beastybar.endgame.suite import SUITE_PATH, evaluate_agent, load_suite, spread
 
     suite = spread(load_suite(args.suite or SUITE_PATH), args.games or 0)
     agents = [make_agent(spec, game=get_game("beastybar")) for spec in _specs(args.agent, "--agent")]

@@ -1,4 +1,4 @@
-"""Make the endgame yardstick (``beastybar_jax/endgame/endgame_suite.npz``).
+"""Make the endgame yardstick (``beastybar_jax/games/beastybar/endgame/endgame_suite.npz``).
 
     python experiments/make_endgame_suite.py --network checkpoint:runs/quick --label quick-240
     python experiments/make_endgame_suite.py --games 200 --out /tmp/suite.npz      # no network
@@ -28,11 +28,11 @@ import time
 import jax
 import numpy as np
 
-from beastybar_jax import game
+from beastybar_jax.games import beastybar as game
 from beastybar_jax.agents import make_agent
 from beastybar_jax.cli import OneLineParser, int_in_range, seed as seed_arg
-from beastybar_jax.endgame import positions, solver
-from beastybar_jax.endgame.suite import SUITE_PATH, Suite, save_suite
+from beastybar_jax.games.beastybar.endgame import positions, solver
+from beastybar_jax.games.beastybar.endgame.suite import SUITE_PATH, Suite, save_suite
 
 PAIRINGS = (
     ("random", "random"),

@@ -3,11 +3,11 @@
 Usage::
 
     python experiments/train.py --config configs/quick.yaml
-    python experiments/train.py --config configs/h100.yaml --set num_games=4096 --set alphazero.search.num_simulations=64
+    python experiments/train.py --config configs/h100.yaml --set num_games=4096 --set search.num_simulations=64
     python experiments/train.py --config configs/quick.yaml --resume      # continue where it stopped
 
 ``--set key=value`` overrides any config key (dotted for sections: ``network.width=128``,
-``alphazero.search.num_simulations=32``);
+``search.num_simulations=32``);
 values are parsed as YAML. The run directory (``run_dir``, default ``runs/<name>``)
 receives ``checkpoints/``, ``metrics.jsonl``, ``tensorboard/`` and ``config.json``.
 Ctrl-C or SIGTERM stops after the running iteration with a checkpoint of it (exit
@@ -30,7 +30,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help="YAML config, e.g. configs/quick.yaml")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config key (repeatable), e.g. --set alphazero.search.num_simulations=32")
+                        help="override a config key (repeatable), e.g. --set search.num_simulations=32")
     parser.add_argument("--resume", action="store_true", help="continue the run in run_dir from its latest checkpoint")
     parser.add_argument("--allow-schedule-change", action="store_true",
                         help="with --resume: accept a config whose learning-rate schedule differs from the saved run's "
@@ -51,10 +51,10 @@ def join_processes(args) -> None:
     """Join a multi-process run when asked for (flags, or ``distributed: true`` in the
     config), before anything touches a JAX device. Reads the YAML without validating it:
     validation imports the game, which already uses the devices."""
-    from beastybar_jax.config import apply_overrides, move_legacy_keys, read_yaml
+    from beastybar_jax.config import apply_overrides, read_yaml
     from beastybar_jax.training import distributed
 
-    raw = apply_overrides(move_legacy_keys(read_yaml(args.config), warn=False), args.overrides)
+    raw = apply_overrides(read_yaml(args.config), args.overrides)
     flags = (args.coordinator, args.num_processes, args.process_id)
     if raw.get("distributed") is True or any(f is not None for f in flags):
         timeout = raw.get("distributed_timeout", distributed.DEFAULT_TIMEOUT_SECONDS)
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
 
 def _main(args) -> int:
     from beastybar_jax.config import ConfigError, load_config
-    from beastybar_jax.training.checkpoint import CheckpointError
+    from beastybar_jax.checkpoint import CheckpointError
     from beastybar_jax.training.distributed import DistributedError
     from beastybar_jax.training.guards import NonFiniteError
     from beastybar_jax.training.interrupt import active_command
@@ -105,14 +105,14 @@ def _main(args) -> int:
         import jax
 
         from beastybar_jax.config import validate
+        from beastybar_jax.games import get_game
         from beastybar_jax.training.evaluation import make_opponents
 
         try:
             validate(config, num_devices=jax.device_count())  # divisibility on this machine too
             if config.eval_every:
-                make_opponents(config)  # the opponents exist (and checkpoints among them load)
+                make_opponents(config, get_game(config.game))  # the opponents exist (and checkpoints among them load)
             if config.algorithm == "ppo":
-                from beastybar_jax.games import get_game
                 from beastybar_jax.ppo.algorithm import check_opponents
 
                 check_opponents(config, get_game(config.game))  # ppo.opponent(s) too
@@ -123,7 +123,7 @@ def _main(args) -> int:
         print(f"config ok; run_dir {config.resolved_run_dir}{' (resume)' if args.resume else ''}")
         return 0
 
-    from beastybar_jax.training import TrainLoop
+    from beastybar_jax.training.loop import TrainLoop
     from beastybar_jax.training.interrupt import Interrupted
     from beastybar_jax.training.rundir import RunDirError
 

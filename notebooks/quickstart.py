@@ -126,10 +126,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import clear_output, display
 
-from beastybar_jax import arena, game, search
+from beastybar_jax import arena, search
 from beastybar_jax.agents import make_agent, network_agent
+from beastybar_jax.checkpoint import load_agent
 from beastybar_jax.config import load_config
-from beastybar_jax.training import TrainLoop, load_agent, read_jsonl
+from beastybar_jax.games import beastybar as game
+from beastybar_jax.training.loop import TrainLoop
+from beastybar_jax.training.metrics import read_jsonl
 
 print(f"jax {jax.__version__}, backend: {jax.default_backend()}, devices: {jax.devices()}")
 
@@ -221,7 +224,7 @@ config = load_config(config_path, [
 ])
 az = config.alphazero  # the AlphaZero section of the config
 print(f"{config_path.name}: {config.num_games} games x {az.moves_per_iteration} moves per iteration, "
-      f"{az.search.num_simulations} simulations per move ({az.search.algorithm}), "
+      f"{config.search.num_simulations} simulations per move ({config.search.algorithm}), "
       f"network {config.network.torso} width {config.network.width} depth {config.network.depth}, "
       f"{az.updates_per_iteration} updates of batch {az.batch_size} per iteration")
 
@@ -324,10 +327,10 @@ print("  restored", np.asarray(restored_leaves[0]).ravel()[:3])
 # score counts draws as half; `elo_table` fits ratings to all results (random = 0 when it plays).
 
 # %% tags=["arena"]
-search_config = dataclasses.replace(model.config.alphazero.search, num_simulations=SEARCH_SIMULATIONS)
-policy_agent = network_agent(model.network, model.params, name="network")
+search_config = dataclasses.replace(model.config.search, num_simulations=SEARCH_SIMULATIONS)
+policy_agent = network_agent(model.network, model.params, name="network", game=game.BEASTYBAR)
 search_agent = network_agent(model.network, model.params, search=search_config,
-                             name=f"network+search{SEARCH_SIMULATIONS}")
+                             name=f"network+search{SEARCH_SIMULATIONS}", game=game.BEASTYBAR)
 baselines = [make_agent(name) for name in OPPONENTS]
 
 # Each pair of agents compiles its own match function (the heuristic and search agents take a
@@ -337,7 +340,8 @@ pairs += [(b, a) for i, a in enumerate(baselines) for b in baselines[i + 1:]]  #
 results = []
 start = time.perf_counter()
 for i, (a, b) in enumerate(pairs):
-    results.append(arena.play_match(a, b, MATCH_DEALS, jax.random.fold_in(jax.random.key(SEED), i)))
+    results.append(arena.play_match(a, b, MATCH_DEALS, jax.random.fold_in(jax.random.key(SEED), i),
+                                    game=game.BEASTYBAR))
 print(f"{len(pairs)} matches of {2 * MATCH_DEALS} games in {time.perf_counter() - start:.0f} s (compile included)\n")
 
 print(f"{'agent':<22}{'opponent':<12}{'games':>6}{'W-D-L':>12}{'win rate':>10}{'score [95% CI]':>22}{'margin':>8}")

@@ -14,9 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from beastybar_jax import game
+from beastybar_jax.games import beastybar as game
 from beastybar_jax.agents import AgentSpecError, make_agent, network_agent, split_options
-from beastybar_jax.game import cards as C
+from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.network import NetworkConfig, init_params, make_network
 from beastybar_jax.search import SearchConfig
 
@@ -39,7 +39,7 @@ def agents(network_and_params):
     network, params = network_and_params
     agents = {name: make_agent(name) for name in SIMPLE}
     agents["mcts-4"] = make_agent("mcts-4")
-    agents["network"] = network_agent(network, params)
+    agents["network"] = network_agent(network, params, game=game.BEASTYBAR)
     return agents
 
 
@@ -192,7 +192,7 @@ def test_registry_checkpoint_specs(monkeypatch, network_and_params):
     import dataclasses
 
     from beastybar_jax.config import TrainConfig
-    from beastybar_jax.training import checkpoint
+    from beastybar_jax import checkpoint
 
     network, params = network_and_params
     loaded = []

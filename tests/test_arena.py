@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 import math
 import pathlib
-import sys
 
 import jax
 import numpy as np
 import pytest
 
-from beastybar_jax import arena, game
+from helpers import experiment
+
+from beastybar_jax import arena
+from beastybar_jax.games import beastybar as game
 from beastybar_jax.agents import make_agent
 from beastybar_jax.arena import MatchOutcomes, MatchResult, elo_table, play_match, summarize
 
@@ -35,7 +37,7 @@ def heuristic_vs_random():
 
 @pytest.fixture(scope="module")
 def random_vs_random():
-    return play_match(make_agent("random"), make_agent("random"), RANDOM_DEALS, jax.random.key(0))
+    return play_match(make_agent("random"), make_agent("random"), RANDOM_DEALS, jax.random.key(0), game=game.BEASTYBAR)
 
 
 def test_duplicate_format_swaps_seats_on_the_same_deals(heuristic_vs_random):
@@ -84,9 +86,9 @@ def test_random_vs_random_is_even(random_vs_random):
 
 
 def test_same_key_same_match(random_vs_random):
-    again = play_match(make_agent("random"), make_agent("random"), RANDOM_DEALS, jax.random.key(0))
+    again = play_match(make_agent("random"), make_agent("random"), RANDOM_DEALS, jax.random.key(0), game=game.BEASTYBAR)
     assert again == random_vs_random
-    other = play_match(make_agent("random"), make_agent("random"), RANDOM_DEALS, jax.random.key(5))
+    other = play_match(make_agent("random"), make_agent("random"), RANDOM_DEALS, jax.random.key(5), game=game.BEASTYBAR)
     assert other != random_vs_random
 
 
@@ -137,16 +139,12 @@ def test_elo_table_orders_and_anchors():
 
 def test_play_match_rejects_no_deals():
     with pytest.raises(ValueError, match="num_deals"):
-        play_match(make_agent("random"), make_agent("random"), 0, jax.random.key(0))
+        play_match(make_agent("random"), make_agent("random"), 0, jax.random.key(0), game=game.BEASTYBAR)
 
 
 def test_evaluate_cli(random_vs_random, tmp_path, capsys):
     """The CLI reuses the compiled random-vs-random match (same agents, same size)."""
-    sys.path.insert(0, str(REPO_ROOT / "experiments"))
-    try:
-        import evaluate
-    finally:
-        sys.path.pop(0)
+    evaluate = experiment("evaluate")
     out = tmp_path / "eval.json"
     code = evaluate.main(["--agent", "random", "--opponents", "random", "--games", str(2 * RANDOM_DEALS - 1),
                           "--json", str(out), "--plain"])

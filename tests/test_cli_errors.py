@@ -10,20 +10,15 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import sys
 
 import pytest
 
-import tiny_training
+from helpers import tiny_training, experiment
 from beastybar_jax.arena import MatchResult
 
 REPO_ROOT = tiny_training.REPO_ROOT
 TINY = str(tiny_training.TINY)
-sys.path.insert(0, str(REPO_ROOT / "experiments"))
-
-import benchmark  # noqa: E402  (experiments/)
-import evaluate  # noqa: E402
-import train  # noqa: E402
+benchmark, evaluate, train = (experiment(name) for name in ("benchmark", "evaluate", "train"))
 
 
 def one_line(err: str) -> str:
@@ -135,7 +130,7 @@ def test_benchmark_never_times_zero_repeats():
 def test_conformance_tool_on_bad_files(tmp_path, capsys):
     """Row 10: missing, a directory, binary, not gzip, not JSON, not a trace: one line
     naming the file, exit code 2."""
-    from beastybar_jax import conformance
+    from beastybar_jax.games.beastybar import conformance
 
     binary = tmp_path / "binary.jsonl"
     binary.write_bytes(bytes(range(256)))
@@ -235,7 +230,7 @@ def test_run_names_outside_runs_are_refused_before_anything_is_written(tmp_path,
 
 def test_endgame_tables_are_not_cut_when_piped():
     """Issue 21 row 6: `evaluate.py --endgames ... > file` cut the table to 80 columns."""
-    from beastybar_jax.endgame.suite import EndgameScore
+    from beastybar_jax.games.beastybar.endgame.suite import EndgameScore
 
     names = ["checkpoint:/a/rather/long/path/to/a/run/number/one", "checkpoint:/a/rather/long/path/to/a/run/number/two"]
     fields = {f: 0.5 for f in EndgameScore.__dataclass_fields__ if f not in ("agent", "positions")}

@@ -19,23 +19,23 @@ CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "configs"
 def test_shipped_configs_load_and_validate(name):
     config = load_config(CONFIGS / f"{name}.yaml")
     assert config.name == name
-    assert isinstance(config.network, NetworkConfig) and isinstance(config.alphazero.search, SearchConfig)
+    assert isinstance(config.network, NetworkConfig) and isinstance(config.search, SearchConfig)
     validate(config, num_devices=1)
 
 
 def test_h100_config_is_a_large_default_network_run():
     config = load_config(CONFIGS / "h100.yaml")
-    assert config.num_games >= 2048 and config.alphazero.search.num_simulations == 64
+    assert config.num_games >= 2048 and config.search.num_simulations == 64
     assert (config.network.width, config.network.depth) == (NetworkConfig().width, NetworkConfig().depth)
     validate(config, num_devices=8)  # splits evenly over up to 8 GPUs
 
 
 def test_overrides_reach_nested_sections_and_parse_yaml_values():
     config = load_config(CONFIGS / "tiny.yaml", [
-        "alphazero.search.num_simulations=8", "network.width=48", "learning_rate=1e-2", "eval_opponents=[random]",
+        "search.num_simulations=8", "network.width=48", "learning_rate=1e-2", "eval_opponents=[random]",
         "tensorboard=false", "name=other",
     ])
-    assert config.alphazero.search.num_simulations == 8
+    assert config.search.num_simulations == 8
     assert config.network.width == 48
     assert config.learning_rate == pytest.approx(1e-2)  # "1e-2" is a string in YAML 1.1: converted
     assert config.eval_opponents == ("random",)
@@ -44,7 +44,7 @@ def test_overrides_reach_nested_sections_and_parse_yaml_values():
 
 
 def test_to_dict_from_dict_round_trip():
-    config = load_config(CONFIGS / "quick.yaml", ["network.torso=attention", "alphazero.search.algorithm=puct"])
+    config = load_config(CONFIGS / "quick.yaml", ["network.torso=attention", "search.algorithm=puct"])
     again = TrainConfig.from_dict(config.to_dict())
     assert again == config
     assert config_diff(config, again) == {}
@@ -54,17 +54,17 @@ def test_to_dict_from_dict_round_trip():
 
 @pytest.mark.parametrize("overrides, fragment", [
     (["num_gmaes=3"], "unknown config key 'num_gmaes'"),
-    (["alphazero.search.num_sims=3"], "unknown config key 'alphazero.search.num_sims'"),
+    (["search.num_sims=3"], "unknown config key 'search.num_sims'"),
     (["num_games=lots"], "'num_games' must be an integer"),
     (["tensorboard=1"], "'tensorboard' must be true or false"),
     (["learning_rate=fast"], "'learning_rate' must be a number"),
-    (["alphazero.search.num_simulations=0"], "alphazero.search.num_simulations"),
+    (["search.num_simulations=0"], "search.num_simulations"),
     (["alphazero.min_buffer_size=2048", "alphazero.buffer_size=1024"],
      "'alphazero.min_buffer_size' (2048) must not exceed buffer_size (1024)"),
     (["alphazero.buffer_size=100", "alphazero.min_buffer_size=10"],
      "'alphazero.buffer_size' (100) must hold at least one finished game"),
     (["network.torso=cnn"], "network.torso"),
-    (["alphazero.search.algorithm=alphabeta"], "alphazero.search.algorithm"),
+    (["search.algorithm=alphabeta"], "search.algorithm"),
     (["alphazero.batch_size=0"], "'alphazero.batch_size' must be >= 1"),
     (["game=chess"], "'game' must be one of beastybar"),
     (["algorithm=dqn"], "'algorithm' must be one of alphazero"),
@@ -103,23 +103,15 @@ def test_missing_and_malformed_files(tmp_path):
         load_config(bad)
 
 
-def test_pre_sections_keys_still_work_with_a_warning(tmp_path):
-    """Configs written before the alphazero section existed keep loading, with a FutureWarning."""
-    old = tmp_path / "old.yaml"
-    old.write_text("num_games: 8\nbatch_size: 16\nbuffer_size: 512\nmin_buffer_size: 32\n"
-                   "search:\n  num_simulations: 6\n")
-    with pytest.warns(FutureWarning, match="alphazero"):
-        config = load_config(old)
-    assert config.alphazero.batch_size == 16 and config.alphazero.search.num_simulations == 6
-    with pytest.warns(FutureWarning, match="alphazero.search.num_simulations"):
-        config = load_config(CONFIGS / "tiny.yaml", ["search.num_simulations=5"])
-    assert config.alphazero.search.num_simulations == 5
-    with pytest.warns(FutureWarning):
-        assert config.search is config.alphazero.search
-    both = tmp_path / "both.yaml"
-    both.write_text("batch_size: 16\nalphazero:\n  batch_size: 32\n")
-    with pytest.raises(ConfigError, match="given both"):
-        load_config(both)
+def test_the_search_section_is_shared_and_checked_once(tmp_path):
+    """``search:`` sits at the top level: AlphaZero, evaluation and agents read it, also in
+    PPO runs; section keys in the wrong place are unknown keys, not silently moved."""
+    config = load_config(CONFIGS / "ppo_quick.yaml", ["search.num_simulations=5", "eval_simulations=3"])
+    assert config.algorithm == "ppo" and config.search.num_simulations == 5
+    with pytest.raises(ConfigError, match="unknown config key 'alphazero.search'"):
+        load_config(CONFIGS / "tiny.yaml", ["alphazero.search.num_simulations=5"])
+    with pytest.raises(ConfigError, match="unknown config key 'batch_size'"):
+        load_config(CONFIGS / "tiny.yaml", ["batch_size=16"])
 
 
 def test_config_files_that_are_not_yaml_text_are_config_errors(tmp_path):
@@ -157,8 +149,10 @@ def test_config_files_that_would_be_misread_are_errors(tmp_path):
     merged.write_text("base: &base {width: 8, depth: 1}\nnetwork:\n  <<: *base\n  width: 16\n")
     with pytest.raises(ConfigError, match="unknown config key 'base'"):
         load_config(merged)
-    ppo = load_config(CONFIGS / "ppo_quick.yaml", ["alphazero.search.num_simulations=4"])  # eval_simulations use it
-    assert ppo.alphazero.search.num_simulations == 4
+    ppo = load_config(CONFIGS / "ppo_quick.yaml", ["search.num_simulations=4"])  # the shared section: eval_simulations
+    assert ppo.search.num_simulations == 4
+    with pytest.raises(ConfigError, match="'alphazero.batch_size' has no effect with algorithm: ppo"):
+        load_config(CONFIGS / "ppo_quick.yaml", ["alphazero.batch_size=4"])
 
 
 @pytest.mark.parametrize("override, fragment", [

@@ -7,8 +7,9 @@ import json
 
 import numpy as np
 
-from beastybar_jax import conformance, game
-from beastybar_jax.game import cards as C
+from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.beastybar import conformance
+from beastybar_jax.games.beastybar import cards as C
 
 
 def test_whole_corpus_replays_without_a_mismatch(corpus_traces):

@@ -21,8 +21,11 @@ import jax
 import numpy as np
 import pytest
 
-import tiny_training
-from beastybar_jax.training import load_agent, read_jsonl
+from helpers import tiny_training
+from beastybar_jax.checkpoint import load_agent
+from beastybar_jax.training.metrics import read_jsonl
+
+pytestmark = pytest.mark.slow  # several training processes (CI runs it; the quick loop skips it)
 
 CLI = tiny_training.REPO_ROOT / "experiments" / "train.py"
 COMPARED = ("loss", "policy_loss", "value_loss", "aux_loss", "games_finished", "buffer_size", "positions_inserted")

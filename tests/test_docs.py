@@ -20,16 +20,16 @@ import json
 import pathlib
 import re
 import shlex
-import sys
 
 import pytest
 
-import tictactoe_training
-import tiny_training
+from helpers import tictactoe_training, experiment
+from helpers import tiny_training
+
+pytestmark = pytest.mark.slow  # every documented command, on trained runs (CI runs it; the quick loop skips it)
 
 REPO = tiny_training.REPO_ROOT
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-sys.path.insert(0, str(REPO / "experiments"))
 
 
 def documented_commands() -> list[tuple[str, str]]:
@@ -72,7 +72,7 @@ def trained_run(tmp_path_factory):
 def with_trained_runs(argv: list[str], trained_run: str) -> list[str]:
     """The documented run directories replaced by runs trained in this session:
     ``runs/quick`` and the GPU runs ``runs/h100*`` by the tiny run, ``runs/tictactoe`` by
-    tests/tictactoe_training.py's."""
+    tests/helpers/tictactoe_training.py's."""
     out = []
     for word in argv:
         if "runs/tictactoe" in word:
@@ -102,7 +102,7 @@ def test_quickstart_is_two_commands_and_ci_runs_the_second():
 
 @pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/train.py" in c[1]])
 def test_training_commands_validate(where, command, capsys):
-    import train as train_cli
+    train_cli = experiment("train")
 
     argv = argv_of(command, "experiments/train.py")
     assert train_cli.main(argv + ["--dry-run"]) == 0, capsys.readouterr().err
@@ -111,9 +111,9 @@ def test_training_commands_validate(where, command, capsys):
 
 @pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/evaluate.py" in c[1]])
 def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, monkeypatch):
-    import evaluate
+    evaluate = experiment("evaluate")
     from beastybar_jax.arena import MatchResult
-    from beastybar_jax.endgame import suite as endgame_suite
+    from beastybar_jax.games.beastybar.endgame import suite as endgame_suite
 
     played = []
 
@@ -141,7 +141,7 @@ def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, mo
 
 @pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/play.py" in c[1]])
 def test_play_commands_run(where, command, trained_run):
-    import play
+    play = experiment("play")
 
     argv = with_trained_runs(argv_of(command, "experiments/play.py"), trained_run)
     printed = []
@@ -179,7 +179,7 @@ def test_benchmark_commands_run(where, command, tmp_path):
     search commands also run (tiny sizes appended). Every selfplay run compiles a whole
     training iteration and every search run a search, so the others stop after parsing
     to keep CI short."""
-    import benchmark
+    benchmark = experiment("benchmark")
     from beastybar_jax.config import load_config
 
     argv = argv_of(command, "experiments/benchmark.py")
@@ -207,7 +207,7 @@ TINY_EXPLOIT = ["--minutes", "0.0001", "--deals", "2", "--quiet", "--set", "num_
 def test_exploit_commands_run(where, command, trained_run, tmp_path, capsys):
     """Each command's config, agent and options load; one (against a checkpoint, if one
     is documented: the cheapest to compile) trains one iteration and plays its match."""
-    import exploit
+    exploit = experiment("exploit")
     from beastybar_jax.agents import make_agent
 
     argv = [w.replace("runs/quick", trained_run) for w in argv_of(command, "experiments/exploit.py")]
@@ -226,7 +226,7 @@ def test_exploit_commands_run(where, command, trained_run, tmp_path, capsys):
 @pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/curves.py" in c[1]])
 def test_curves_commands_run(where, command, tmp_path, capsys):
     """Run directories named in the command get a small metrics.jsonl with evaluations."""
-    import curves
+    curves = experiment("curves")
 
     argv = argv_of(command, "experiments/curves.py")
     for i, word in enumerate(argv):

@@ -17,13 +17,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import tiny_training
-from conftest import random_playout
-from beastybar_jax import game
+from helpers import tiny_training
+from helpers import random_playout
+from beastybar_jax.games import beastybar as game
 from beastybar_jax.agents import AgentSpecError, agent_names, make_agent
-from beastybar_jax.endgame import bruteforce, positions, solver
-from beastybar_jax.agents.solver import solver_agent
-from beastybar_jax.game import cards as C
+from beastybar_jax.games.beastybar.endgame import bruteforce, positions, solver
+from beastybar_jax.agents import Agent
+from beastybar_jax.games.beastybar.solver_agent import solver_act
+from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.games import get_game
 
 NUM_ONE_CARD_TO_DRAW = 12  # positions before the last draw: ~30k-node trees, so only a few
@@ -219,7 +220,7 @@ def midgames():
 @pytest.fixture(scope="module")
 def agent_act(endgames, midgames):
     """``act(states, keys)`` of ``solver+random`` over a batch of positions, compiled once."""
-    agent = solver_agent(make_agent("random"))
+    agent = Agent("solver+random", solver_act(make_agent("random").act))
     size = endgames.turn.shape[0] + 256
     example = jax.tree.map(lambda x: jax.ShapeDtypeStruct((size,) + x.shape[1:], x.dtype), endgames)
     keys = jax.random.split(jax.random.key(0), size)
@@ -271,7 +272,7 @@ def test_solver_agent_specs():
 
 @pytest.fixture(scope="module")
 def suite():
-    from beastybar_jax.endgame.suite import load_suite
+    from beastybar_jax.games.beastybar.endgame.suite import load_suite
 
     return load_suite()
 
@@ -297,7 +298,7 @@ def test_the_suite_margins_are_exact(suite, endgames, solve):
 
 
 def test_endgame_scores(suite):
-    from beastybar_jax.endgame.suite import evaluate_agent, score_moves
+    from beastybar_jax.games.beastybar.endgame.suite import evaluate_agent, score_moves
 
     best = np.argmax(np.where(suite.legal, suite.action_margin, -100), axis=1)
     perfect = score_moves(suite, best, "perfect")

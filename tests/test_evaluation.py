@@ -1,15 +1,16 @@
 """Training-time evaluation: every ``eval_every`` iterations (and after the last) the
 network plays the configured opponents and the results are logged with the metrics."""
 
-import sys
 
 import pytest
 
-import tiny_training
+from helpers import tiny_training, experiment
 from beastybar_jax.config import ConfigError
-from beastybar_jax.training import TrainLoop, read_jsonl
+from beastybar_jax.training.loop import TrainLoop
+from beastybar_jax.training.metrics import read_jsonl
 
-sys.path.insert(0, str(tiny_training.REPO_ROOT / "experiments"))
+pytestmark = pytest.mark.slow  # training runs with evaluation (CI runs it; the quick loop skips it)
+
 
 
 def test_training_logs_win_rates_every_eval_every_iterations(tmp_path):
@@ -50,7 +51,7 @@ def test_unknown_eval_opponent_fails_before_compiling(tmp_path, capsys):
         TrainLoop(config, console=False)
     assert not (tmp_path / "checkpoints").exists()
 
-    import train as train_cli  # experiments/train.py
+    train_cli = experiment("train")
 
     argv = ["--config", str(tiny_training.TINY), "--set", f"run_dir={tmp_path}", "--set", "eval_every=1",
             "--set", "eval_opponents=[grandmaster]"]

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import tiny_training
+from helpers import tiny_training
 from beastybar_jax.games import GameInputError, as_action, get_game
 
 GAMES = ("beastybar", "tictactoe")

@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from beastybar_jax import game
-from beastybar_jax.game import actions as A
-from beastybar_jax.game import cards as C
+from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.beastybar import actions as A
+from beastybar_jax.games.beastybar import cards as C
 
 step = jax.jit(game.step)
 legal_action_mask = jax.jit(game.legal_action_mask)
@@ -398,7 +398,7 @@ def test_render_state_and_action():
 
 @pytest.fixture(scope="module")
 def random_positions():
-    from conftest import random_playout
+    from helpers import random_playout
 
     before, _, _ = random_playout(64)(jax.random.key(7))
     flat = jax.tree.map(lambda x: np.asarray(x).reshape((-1,) + x.shape[2:]), before)

@@ -1,6 +1,6 @@
 """The reference baselines' scoring rules, pinned on hand-made positions (issue 9).
 
-Five rules of ``beastybar_jax/agents/heuristics.py`` were first read differently
+Five rules of ``beastybar_jax/games/beastybar/heuristics.py`` were first read differently
 from the reference project's code (docs/evaluating.md, "The baselines", states
 them exactly). Each test below builds a position where the reference's rule and our
 old reading make the agent choose different moves, and asserts the reference's
@@ -18,11 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from beastybar_jax import game
+from beastybar_jax.games import beastybar as game
 from beastybar_jax.agents import make_agent, random_best
-from beastybar_jax.agents import heuristics
-from beastybar_jax.game import cards as C
-from beastybar_jax.game.cards import (
+from beastybar_jax.games.beastybar import heuristics
+from beastybar_jax.games.beastybar import cards as C
+from beastybar_jax.games.beastybar.cards import (
     CROCODILE, GIRAFFE, HIPPO, KANGAROO, LION, MONKEY, SEAL, SKUNK, SNAKE, ZEBRA,
 )
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beastybar_jax import game
-from beastybar_jax.game import cards as C
+from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.beastybar import cards as C
 
-from conftest import random_playout
+from helpers import random_playout
 
 NUM_GAMES = 10_240
 POINTS = jnp.asarray(C.POINTS)

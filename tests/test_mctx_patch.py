@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 from mctx._src import search as mctx_search
 
-from beastybar_jax.game import BEASTYBAR
+from beastybar_jax.games.beastybar import BEASTYBAR
 from beastybar_jax.search import SearchConfig, mctx_patch, run_search
-from conftest import random_playout
+from helpers import random_playout
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 

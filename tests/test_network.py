@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from beastybar_jax import game
-from beastybar_jax.game import BEASTYBAR_TOKENS
+from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.beastybar import BEASTYBAR_TOKENS
 from beastybar_jax.network import (
     NetworkConfig,
     NetworkOutput,

@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT, running_in_ci
+from helpers import REPO_ROOT, running_in_ci
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "quickstart.ipynb"
 TEXT_TWIN = REPO_ROOT / "notebooks" / "quickstart.py"
@@ -41,6 +41,8 @@ def _require(*modules: str) -> None:
 _require("nbformat", "nbclient", "ipykernel", "matplotlib", "jupytext")
 
 import nbformat  # noqa: E402
+
+pytestmark = pytest.mark.slow  # the whole notebook in a kernel (CI runs it; the quick loop skips it)
 
 
 def _write_kernelspec(root: pathlib.Path) -> pathlib.Path:

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from beastybar_jax import game
-from beastybar_jax.game import cards as C
+from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.beastybar import cards as C
 
-from conftest import random_playout
+from helpers import random_playout
 
 observe = jax.jit(jax.vmap(game.observe))
 sample_world = jax.jit(jax.vmap(game.sample_world))

@@ -4,18 +4,13 @@ of input end the game politely."""
 
 from __future__ import annotations
 
-import pathlib
 import re
-import sys
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT / "experiments"))
-try:
-    import play
-finally:
-    sys.path.pop(0)
+from helpers import experiment
+
+play = experiment("play")
 
 
 class Script:

@@ -16,9 +16,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import tiny_training
-from conftest import random_playout
-from beastybar_jax import training
+from helpers import tiny_training
+from helpers import random_playout
+from beastybar_jax.training.loop import TrainLoop
+from beastybar_jax.training.trainer import make_trainer
 from beastybar_jax.agents import make_agent
 from beastybar_jax.arena import play_match
 from beastybar_jax.config import ConfigError, load_config
@@ -27,7 +28,9 @@ from beastybar_jax.network import NetworkConfig, init_params, make_network
 from beastybar_jax.ppo import rollout
 from beastybar_jax.ppo.algorithm import build_opponents
 from beastybar_jax.ppo.loss import advantages
-from beastybar_jax.training import Checkpointer, TrainLoop, load_agent, read_jsonl
+from beastybar_jax.checkpoint import Checkpointer, load_agent
+from beastybar_jax.training.loop import TrainLoop
+from beastybar_jax.training.metrics import read_jsonl
 
 PPO_QUICK = tiny_training.REPO_ROOT / "configs" / "ppo_quick.yaml"
 # A few seconds of PPO: 8 games (4 self-play, 2 against a 2-snapshot pool refreshed every
@@ -44,7 +47,7 @@ def tiny_ppo_config(run_dir, *overrides: str):
 
 @functools.lru_cache(maxsize=None)
 def tiny_trainer() -> training.Trainer:
-    return training.make_trainer(tiny_ppo_config("unused"), compiler_options=tiny_training.FAST_COMPILE)
+    return make_trainer(tiny_ppo_config("unused"), compiler_options=tiny_training.FAST_COMPILE)
 
 
 @functools.lru_cache(maxsize=None)
@@ -211,9 +214,29 @@ def test_the_learner_acts_on_its_observation_only():
     assert len(set(np.asarray(a.action[0]).tolist())) > 3  # a sampled, not a constant, policy
 
 
+def test_the_score_margin_target_is_in_the_games_own_scale():
+    """The aux target is ``score_margin / game.score_margin_scale``, as in AlphaZero: for
+    tic-tac-toe (margin = outcome, scale 1) the +1 / 0 / -1 result itself, not a tenth of it."""
+    game = get_game("tictactoe")
+    network = make_network(NetworkConfig(width=32, depth=1), game)
+    params = init_params(network, jax.random.key(0), game.observation_size)
+    config = load_config(PPO_QUICK, ["game=tictactoe", "num_games=32", "ppo.opponents=[self]", "ppo.opponent_weights=[1]"])
+    opponents = rollout.make_opponents(config.ppo, 32, game, network, make_agent)
+    games = rollout.Games(states=jax.vmap(game.init)(jax.random.split(jax.random.key(0), 32)),
+                          learner_seat=jnp.zeros(32, jnp.int32), length=jnp.zeros(32, jnp.int32))
+    play = jax.jit(lambda g, k: rollout.play(game, network, params, None, opponents, g, k, game.max_game_length)[1],
+                   compiler_options=tiny_training.FAST_COMPILE)
+    t = jax.device_get(play(games, jax.random.key(1)))
+    done = np.asarray(t.done)
+    assert done.sum() >= 32 and np.abs(np.asarray(t.outcome)[done]).max() == 1  # every game ended, some won
+    np.testing.assert_array_equal(np.asarray(t.margin)[done], np.asarray(t.outcome)[done])
+    assert not np.asarray(t.margin)[~done].any()
+
+
 # ----------------------------------------------------------------------------- training, resume, agents
 
 
+@pytest.mark.slow
 def test_tiny_run_trains_refreshes_the_pool_and_reports_per_opponent():
     run = tiny_full_run()
     metrics = run["metrics"]
@@ -227,6 +250,7 @@ def test_tiny_run_trains_refreshes_the_pool_and_reports_per_opponent():
         assert not np.array_equal(ring[0], initial[0]) and not np.array_equal(ring[1], initial[1])
 
 
+@pytest.mark.slow
 def test_interrupt_then_resume_equals_one_uninterrupted_run(tmp_path):
     full = tiny_full_run()
     config = tiny_ppo_config(tmp_path / "resumed")
@@ -252,13 +276,14 @@ def test_interrupt_then_resume_equals_one_uninterrupted_run(tmp_path):
             {k: v for k, v in reference.items() if not k.startswith(("time", "iteration_", "moves_per", "total_"))}
 
 
+@pytest.mark.slow
 def test_a_ppo_checkpoint_is_an_agent_and_an_exploiters_opponent():
     run = tiny_full_run()
     model = load_agent(run["run_dir"])
     assert model.config.algorithm == "ppo" and model.iteration == 6
     jax.tree.map(np.testing.assert_array_equal, model.params, run["state"].params)
     agent = make_agent(f"checkpoint:{run['run_dir']}")
-    result = play_match(agent, make_agent("random"), 4, jax.random.key(0))
+    result = play_match(agent, make_agent("random"), 4, jax.random.key(0), game=get_game("beastybar"))
     assert result.games == 8 and result.illegal_moves == 0
     exploiter = tiny_ppo_config("unused", f"ppo.opponent=checkpoint:{run['run_dir']}")
     game = get_game(exploiter.game)
@@ -275,6 +300,7 @@ def test_a_ppo_checkpoint_is_an_agent_and_an_exploiters_opponent():
 LEARNING_ITERATIONS = 40  # of the quick config's 300: about 160 k moves
 
 
+@pytest.mark.slow
 def test_a_short_quick_run_beats_random_clearly(tmp_path):
     """The quick config, optimised, for a few seconds of training: the raw policy wins
     clearly more often against random than the untrained network does on the same
@@ -286,7 +312,7 @@ def test_a_short_quick_run_beats_random_clearly(tmp_path):
     initial_params = jax.device_get(loop.state.params)
     trained_params = jax.device_get(loop.run(until_iteration=LEARNING_ITERATIONS).params)
     loop.close()
-    evaluate = make_evaluator(config, loop.trainer.network, [make_agent("random")])  # one compile for both
+    evaluate = make_evaluator(config, loop.trainer.game, loop.trainer.network, [make_agent("random")])  # one compile for both
     untrained, trained = evaluate(initial_params), evaluate(trained_params)  # host arrays: one signature
     assert trained["eval_random_win_rate"] >= 0.7, trained
     assert trained["eval_random_win_rate"] >= untrained["eval_random_win_rate"] + 0.15, (trained, untrained)

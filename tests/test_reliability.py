@@ -2,7 +2,7 @@
 full disk (the contract in docs/training.md, "Interrupts, crashes and resume").
 
 Signals and ``kill -9`` go to real ``experiments/train.py`` processes on the tiny
-config, paused at a chosen moment by ``tests/train_paused.py``; every resume is
+config, paused at a chosen moment by ``tests/helpers/train_paused.py``; every resume is
 compared with the session's uninterrupted tiny run (``tiny_training.full_run``). The
 processes share the session's compilation cache, so only the first one compiles.
 """
@@ -23,17 +23,21 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import tiny_training
-from beastybar_jax.training import Checkpointer, TrainLoop, load_agent, read_jsonl
-from beastybar_jax.training.checkpoint import (CHECKSUMS_FILE, RESUMABLE_CHANGES, CheckpointError,
+from helpers import tiny_training, experiment
+from beastybar_jax.checkpoint import Checkpointer, load_agent
+from beastybar_jax.training.loop import TrainLoop
+from beastybar_jax.training.metrics import read_jsonl
+from beastybar_jax.checkpoint import (CHECKSUMS_FILE, RESUMABLE_CHANGES, CheckpointError,
                                                DamagedCheckpointWarning, check_resume_config)
 from beastybar_jax.training.interrupt import Interrupted
 from beastybar_jax.training.metrics import MetricsLogger, rewind_jsonl
 from beastybar_jax.training.rundir import RunDirError, RunLockedError
 from beastybar_jax.training.trainer import abstract_state
 
+pytestmark = pytest.mark.slow  # training processes signalled and killed (CI runs it; the quick loop skips it)
+
 REPO_ROOT = tiny_training.REPO_ROOT
-PAUSED = REPO_ROOT / "tests" / "train_paused.py"
+PAUSED = REPO_ROOT / "tests" / "helpers" / "train_paused.py"
 CLI = REPO_ROOT / "experiments" / "train.py"
 # Generous: the machine running the tests may be busy; nothing waits this long unless broken.
 START_TIMEOUT = 600
@@ -59,7 +63,7 @@ def assert_same_params(a, b):
 
 class PausedCommand:
     """A command line (``script``, default experiments/train.py) in a subprocess, paused at
-    ``pause_at`` (see tests/train_paused.py); ``env`` adds environment variables."""
+    ``pause_at`` (see tests/helpers/train_paused.py); ``env`` adds environment variables."""
 
     def __init__(self, tmp_path, pause_at: str, args: list[str], script: str = "experiments/train.py", **env: str):
         self.marker = tmp_path / "paused"
@@ -667,13 +671,7 @@ def test_an_interrupt_raised_by_a_hook_is_logged_before_it_is_checkpointed(tmp_p
 
 
 def _import_cli(name: str):
-    import importlib
-
-    sys.path.insert(0, str(REPO_ROOT / "experiments"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(REPO_ROOT / "experiments"))
+    return experiment(name)
 
 
 def test_the_progress_bar_says_compiling_with_the_seconds_so_far():

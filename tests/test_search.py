@@ -17,9 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from beastybar_jax import game
-from beastybar_jax.game import cards as C
-from beastybar_jax.game.cards import KANGAROO, LION, MONKEY, PARROT, SEAL, SKUNK, ZEBRA
+from beastybar_jax.games import beastybar as game
+from beastybar_jax.games.beastybar import cards as C
+from beastybar_jax.games.beastybar.cards import KANGAROO, LION, MONKEY, PARROT, SEAL, SKUNK, ZEBRA
 from beastybar_jax.network import NetworkConfig, init_params, make_network
 from beastybar_jax.search import (
     SearchConfig,

@@ -8,10 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import tiny_training
+from helpers import tiny_training
 from beastybar_jax import search
 from beastybar_jax.alphazero import replay, selfplay
-from beastybar_jax.game import BEASTYBAR, OBSERVATION_LAYOUT
+from beastybar_jax.games.beastybar import BEASTYBAR, OBSERVATION_LAYOUT
 
 GAME = BEASTYBAR
 COUNTS = OBSERVATION_LAYOUT["counts"][0]

@@ -14,9 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import tictactoe_reference as ref
+from helpers import tictactoe_reference as ref
 from beastybar_jax.games import Game, get_game
-from beastybar_jax.tictactoe import (
+from beastybar_jax.games.tictactoe import (
     ACTION_NAMES,
     OBSERVATION_SIZE,
     TICTACTOE,
@@ -25,7 +25,7 @@ from beastybar_jax.tictactoe import (
     render_state,
     split_observation,
 )
-from beastybar_jax.tictactoe import minimax
+from beastybar_jax.games import minimax
 
 GAME = TICTACTOE
 ACTIONS = np.arange(-1, 10)  # every cell, plus one id on each side of the range
@@ -202,35 +202,35 @@ def test_render_shows_the_board_and_the_result():
 # ----------------------------------------------------------------------------- minimax
 
 
-def test_minimax_table_has_the_published_counts():
+def test_minimax_solution_has_the_published_counts():
     """5,478 positions; 958 finished ones: 626 won by X, 316 by O, 16 drawn; 255,168
     possible games: 131,184 won by X, 77,904 by O, 46,080 drawn; the empty board is a draw."""
-    t = minimax.minimax_table()
-    over = t.reachable & t.terminal
-    counts = [int((over & (t.winner == w)).sum()) for w in (0, 1, -1)]
-    games = [int(t.paths[over & (t.winner == w)].sum()) for w in (0, 1, -1)]
-    assert int(t.reachable.sum()) == 5478 and counts == [626, 316, 16]
+    t = minimax.solve(GAME)
+    over = np.asarray(t.states.terminated)
+    rewards = np.asarray(t.states.rewards)
+    winner = np.where(rewards[:, 0] > 0, 0, np.where(rewards[:, 1] > 0, 1, -1))
+    counts = [int((over & (winner == w)).sum()) for w in (0, 1, -1)]
+    games = [int(t.paths[over & (winner == w)].sum()) for w in (0, 1, -1)]
+    assert len(t.value) == 5478 and counts == [626, 316, 16]
     assert games == [131184, 77904, 46080]
-    assert t.value[minimax.EMPTY_BOARD_INDEX] == 0 and t.optimal[minimax.EMPTY_BOARD_INDEX].all()
+    assert t.value[0] == 0 and t.optimal[0].all()  # row 0: the initial position
 
 
-def test_minimax_table_matches_a_plain_negamax(positions):
-    t = minimax.minimax_table()
-    codes = np.asarray(minimax.board_index(np.array([[{".": -1, "X": 0, "O": 1}[c] for c in b] for b in positions])))
-    np.testing.assert_array_equal(np.flatnonzero(t.reachable), np.sort(codes))
-    np.testing.assert_array_equal(t.value[codes], [ref.value(b) for b in positions])
-    want = np.array([[c in ref.optimal_moves(b) for c in range(9)] for b in positions])
-    np.testing.assert_array_equal(t.optimal[codes], want)
-    reach = jax.device_get(minimax.reachable_states())
-    assert sorted(to_board(b) for b in reach.board) == list(positions)
-    assert sorted(map(tuple, reach.rewards.tolist())) == sorted(ref.rewards(b) for b in positions)
+def test_minimax_solution_matches_a_plain_negamax(positions):
+    t = minimax.solve(GAME)
+    boards = [to_board(b) for b in np.asarray(t.states.board)]
+    assert sorted(boards) == list(positions)
+    np.testing.assert_array_equal(t.value, [ref.value(b) for b in boards])
+    want = np.array([[c in ref.optimal_moves(b) for c in range(9)] for b in boards])
+    np.testing.assert_array_equal(t.optimal, want)
+    assert sorted(map(tuple, np.asarray(t.states.rewards).tolist())) == sorted(ref.rewards(b) for b in positions)
 
 
 def test_minimax_agent_plays_only_optimal_moves_and_all_of_them(positions, states):
     keys = jax.random.split(jax.random.key(7), 64)
-    act = jax.jit(jax.vmap(jax.vmap(minimax.minimax_act, in_axes=(None, 0)), in_axes=(0, None)))
+    act = jax.jit(jax.vmap(jax.vmap(minimax.minimax_act(GAME), in_axes=(None, 0)), in_axes=(0, None)))
     chosen = np.asarray(act(states, keys))  # [P, 64]
-    values = np.asarray(jax.jit(jax.vmap(minimax.minimax_value))(states))
+    values = np.asarray(jax.jit(jax.vmap(lambda s: minimax.minimax_value(GAME, s)))(states))
     for p, board in enumerate(positions):
         if ref.is_over(board):
             continue

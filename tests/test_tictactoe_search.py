@@ -17,13 +17,13 @@ import jax
 import numpy as np
 import pytest
 
-import tictactoe_reference as ref
+from helpers import tictactoe_reference as ref
 from beastybar_jax.agents.base import Agent, uniform_choice
 from beastybar_jax import arena
 from beastybar_jax.arena import play_match
 from beastybar_jax.search import SearchConfig, run_search, uniform_evaluator
-from beastybar_jax.tictactoe import TICTACTOE
-from beastybar_jax.agents.perfect import minimax_agent
+from beastybar_jax.games import minimax
+from beastybar_jax.games.tictactoe import TICTACTOE
 
 GAME = TICTACTOE
 PER_KIND = 6  # positions of each kind for each player to move
@@ -107,7 +107,7 @@ def random_agent() -> Agent:
 
 
 def test_minimax_never_loses_to_random_in_the_arena():
-    result = play_match(minimax_agent(), random_agent(), 200, jax.random.key(0), game=GAME)
+    result = play_match(Agent("minimax", minimax.minimax_act(GAME)), random_agent(), 200, jax.random.key(0), game=GAME)
     assert result.games == 400 and result.losses == 0
     assert result.illegal_moves == 0 and result.opponent_illegal_moves == 0
     assert result.wins > 0.8 * result.games  # random rarely holds a perfect player to a draw
@@ -116,7 +116,7 @@ def test_minimax_never_loses_to_random_in_the_arena():
 
 def test_minimax_against_itself_always_draws():
     """Through the arena's jittable core (cheaply compiled): perfect play is a draw."""
-    match = functools.partial(arena.play_games, minimax_agent(), minimax_agent("minimax-2"), game=GAME)
+    match = functools.partial(arena.play_games, Agent("minimax", minimax.minimax_act(GAME)), Agent("minimax-2", minimax.minimax_act(GAME)), game=GAME)
     deal_keys = jax.random.split(jax.random.key(1), 50)
     compiled = jax.jit(match).lower(deal_keys, jax.random.key(2)).compile(FAST_COMPILE)
     result = arena.summarize(compiled(deal_keys, jax.random.key(2)), "minimax", "minimax-2")

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import pathlib
 import shutil
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import tiny_training
-from beastybar_jax import training
+from helpers import tiny_training, experiment
+from beastybar_jax.training.loop import TrainLoop
+from beastybar_jax.training.trainer import make_trainer
 from beastybar_jax.alphazero.loss import loss_fn
-from beastybar_jax.training import CheckpointError, Checkpointer, TrainLoop, load_agent, read_jsonl
+from beastybar_jax.checkpoint import CheckpointError, Checkpointer, load_agent
+from beastybar_jax.training.loop import TrainLoop
+from beastybar_jax.training.metrics import read_jsonl
+
+pytestmark = pytest.mark.slow  # whole training runs and resumes (CI runs it; the quick loop skips it)
 
 REPO_ROOT = tiny_training.REPO_ROOT
 CLI = REPO_ROOT / "experiments" / "train.py"
@@ -118,16 +122,10 @@ def test_load_agent_errors_are_clear(full_run, tmp_path):
 
 
 def test_cli_rejects_bad_configs_before_compiling(tmp_path, capsys):
-    sys.path.insert(0, str(CLI.parent))
-    try:
-        import importlib
-
-        cli = importlib.import_module("train")
-    finally:
-        sys.path.remove(str(CLI.parent))
+    cli = experiment("train")
     assert cli.__file__ == str(CLI)
-    code = cli.main(["--config", str(tiny_training.TINY), "--set", "alphazero.search.num_simulations=0"])
-    assert code == 2 and "alphazero.search.num_simulations" in capsys.readouterr().err
+    code = cli.main(["--config", str(tiny_training.TINY), "--set", "search.num_simulations=0"])
+    assert code == 2 and "search.num_simulations" in capsys.readouterr().err
     code = cli.main(["--config", str(tiny_training.TINY), "--set", "alphazero.min_buffer_size=4096"])
     assert code == 2 and "alphazero.min_buffer_size" in capsys.readouterr().err
     code = cli.main(["--config", str(tmp_path / "nope.yaml")])

@@ -21,7 +21,7 @@ import jax
 import numpy as np
 import pytest
 
-from conftest import running_in_ci
+from helpers import running_in_ci
 
 _missing = [m for m in ("fastapi", "httpx") if importlib.util.find_spec(m) is None]
 if _missing:  # the web extra; under CI=true a missing one fails instead of skipping
@@ -32,8 +32,8 @@ if _missing:  # the web extra; under CI=true a missing one fails instead of skip
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from beastybar_jax.endgame import is_solvable  # noqa: E402
-from beastybar_jax.game import cards as C  # noqa: E402
+from beastybar_jax.games.beastybar import cards as C  # noqa: E402
+from beastybar_jax.games.beastybar.endgame import is_solvable  # noqa: E402
 from beastybar_jax.games import get_game  # noqa: E402
 from beastybar_jax.playing import RecordError, replay  # noqa: E402
 from beastybar_jax.web import views  # noqa: E402
@@ -167,7 +167,8 @@ def test_views_depend_only_on_what_the_viewer_knows():
     ("post", "/api/games", {"mode": "play", "agent": "no-such-agent"}, 422, "unknown agent"),
     ("post", "/api/games", {"game": "tictactoe", "agent": "heuristic"}, 422, "plays beastybar only"),
     ("post", "/api/games", {"game": "chess"}, 422, "unknown game"),
-    ("post", "/api/games", {"agent": "mcts-99999999"}, 422, "at most 10000"),
+    ("post", "/api/games", {"agent": "mcts-20000"}, 422, "at most 10000"),
+    ("post", "/api/games", {"agent": "mcts-99999999"}, 422, "up to 100,000"),
     ("post", "/api/games", {"agent": "checkpoint:/no/such/run"}, 422, "no/such/run"),
     ("post", "/api/games", {"seat": "middle"}, 422, "seat"),
     ("post", "/api/games", {"seed": -1}, 422, "seed"),

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import running_in_ci
+from helpers import running_in_ci
 
 _missing = [m for m in ("fastapi", "uvicorn", "selenium") if importlib.util.find_spec(m) is None]
 if _missing:  # the dev extra; under CI=true a missing one fails instead of skipping

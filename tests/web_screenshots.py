@@ -20,7 +20,7 @@ import uvicorn
 from selenium import webdriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from beastybar_jax.endgame import is_solvable
+from beastybar_jax.games.beastybar.endgame import is_solvable
 from beastybar_jax.web.app import create_app
 
 

@@ -12,14 +12,16 @@ hidden cards.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax import game
+from beastybar_jax.games.choice import TIE_TOLERANCE, random_best, uniform_choice
 
-ActFn = Callable[[game.State, jax.Array], jax.Array]
+__all__ = ["ActFn", "Agent", "SearchSetup", "TIE_TOLERANCE", "random_best", "uniform_choice"]
+
+ActFn = Callable[[Any, jax.Array], jax.Array]  # (one state, key) -> int32[] action
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,62 +63,3 @@ class SearchSetup:
     evaluator: Callable[[jax.Array], Callable]
     search: object = None
     learned_prior: bool = False
-
-
-TIE_TOLERANCE = 1e-6
-
-
-def random_best(scores: jax.Array, mask: jax.Array, key: jax.Array, tolerance: float = TIE_TOLERANCE) -> jax.Array:
-    """``int32[]`` a uniformly random choice among the legal actions of maximal score.
-
-    Args:
-      scores: ``float32[A]`` higher is better (values on illegal actions ignored).
-      mask: ``bool[A]`` legal actions.
-      key: breaks ties.
-      tolerance: scores within this of the best count as tied; the default,
-        1e-6, is the reference baselines' own. Their float64 scores carry
-        rounding noise far below it; float32 scores must be computed so that
-        equal moves score bit-equal (the heuristics snap theirs to an exact
-        grid) or noise of ~1e-5 would decide between equal moves.
-
-    With no legal action (a finished game) returns 0.
-    """
-    masked = jnp.where(mask, scores, -jnp.inf)
-    best = mask & (masked >= jnp.max(masked) - tolerance)
-    return uniform_choice(best, key)
-
-
-def uniform_choice(mask: jax.Array, key: jax.Array) -> jax.Array:
-    """``int32[]`` a uniformly random index where ``mask`` holds; 0 if none does."""
-    logits = jnp.where(mask, 0.0, -jnp.inf)
-    choice = jax.random.categorical(key, jnp.where(jnp.any(mask), logits, 0.0))
-    return jnp.where(jnp.any(mask), choice, 0).astype(jnp.int32)
-
-
-def one_ply(state: game.State, key: jax.Array) -> tuple[game.State, game.State, jax.Array]:
-    """Every move of the player to move, applied to a world the mover may know.
-
-    The table after a move (queue, bar, THAT'S IT) does not depend on hidden
-    cards, but ``game.step`` also draws the mover's next card, which the mover
-    cannot know. So the moves are applied to ``game.sample_world`` for the
-    mover, and callers must not score by the drawn card (use
-    ``hand_after_play``).
-
-    Returns:
-      ``(world, after, mask)``: the sampled world (unbatched), the states after
-      each action (batched ``[A]``; illegal actions give forfeited states, so
-      mask them), and ``bool[A]`` the legal actions.
-    """
-    world = game.sample_world(state, state.current_player, key)
-    actions = jnp.arange(game.NUM_ACTIONS, dtype=jnp.int32)
-    after = jax.vmap(game.step, in_axes=(None, 0))(world, actions)
-    return world, after, game.legal_action_mask(state)
-
-
-def hand_after_play(state: game.State) -> jax.Array:
-    """``bool[A, 12]`` the mover's hand after each action, before drawing."""
-    from beastybar_jax.game.actions import ACTION_CARD_SPECIES
-
-    hand = state.hand[state.current_player]
-    played = jnp.asarray(ACTION_CARD_SPECIES)[:, None] == jnp.arange(game.NUM_SPECIES)[None, :]
-    return hand[None, :] & ~played

@@ -14,7 +14,7 @@ Specs::
                                            search config, with these overrides)
     solver+<agent>                         Beasty Bar only: exact endgame play where the
                                            position is solvable, <agent> (any spec above)
-                                           elsewhere (beastybar_jax.endgame)
+                                           elsewhere (beastybar_jax.games.beastybar.endgame)
 
 ``<path>`` is a run directory, its ``checkpoints/`` directory or one
 ``checkpoints/<iteration>`` directory; the checkpoint must have been trained on the
@@ -28,45 +28,37 @@ from __future__ import annotations
 import re
 
 from beastybar_jax.agents.base import Agent
-from beastybar_jax.agents.baselines import greedy_agent, random_agent
-from beastybar_jax.agents.heuristics import heuristic_agent, outcome_heuristic_agent
-from beastybar_jax.games import Game, get_game
+from beastybar_jax.agents.baselines import random_agent
+from beastybar_jax.agents.search_agents import mcts_agent, network_agent, search_config_with
+from beastybar_jax import checkpoint
+from beastybar_jax.games import GAME_NAMES, Game, get_game
 
-# name -> (the game it plays, or None for any game; factory(game) -> Agent)
-_SIMPLE = {
-    "random": (None, random_agent),
-    "greedy": ("beastybar", lambda game: greedy_agent()),
-    "heuristic": ("beastybar", lambda game: heuristic_agent("heuristic")),
-    "aggressive": ("beastybar", lambda game: heuristic_agent("aggressive")),
-    "defensive": ("beastybar", lambda game: heuristic_agent("defensive")),
-    "outcome_heuristic": ("beastybar", lambda game: outcome_heuristic_agent()),
-    "minimax": ("tictactoe", lambda game: _minimax_agent()),
-}
+_GENERIC = ("random", "mcts-<N>", "checkpoint:<path>", "checkpoint:<path>@sims=<N>")
+# Every game's own agents and wrappers, by name (Game.agents, Game.agent_wrappers).
+AGENT_NAMES = tuple(dict.fromkeys(
+    [*_GENERIC[:1], *(n for g in GAME_NAMES for n, _ in get_game(g).agents), *_GENERIC[1:],
+     *(f"{n}+<agent>" for g in GAME_NAMES for n, _ in get_game(g).agent_wrappers)]))
 
 
-def _minimax_agent() -> Agent:
-    from beastybar_jax.agents.perfect import minimax_agent  # loads tic-tac-toe only when asked for
-
-    return minimax_agent()
-_GENERIC = ("mcts-<N>", "checkpoint:<path>", "checkpoint:<path>@sims=<N>")
-# name -> the game it plays: agents built around another agent's spec.
-_WRAPPERS = {"solver+<agent>": "beastybar"}
-AGENT_NAMES = (*_SIMPLE, *_GENERIC, *_WRAPPERS)
-
-
-_DEFAULT_OPPONENT = {"beastybar": "heuristic", "tictactoe": "minimax"}
+def _game(game: Game | str) -> Game:
+    return get_game(game) if isinstance(game, str) else game
 
 
 def default_opponent(game: Game | str = "beastybar") -> str:
-    """The registry name of the game's strongest baseline (``random`` if it has none)."""
-    return _DEFAULT_OPPONENT.get(game if isinstance(game, str) else game.name, "random")
+    """The registry name of the game's strongest baseline (``Game.default_opponent``)."""
+    return _game(game).default_opponent
 
 
 def agent_names(game: Game | str = "beastybar") -> tuple[str, ...]:
     """The registry names that play ``game``."""
-    name = game if isinstance(game, str) else game.name
-    return (tuple(n for n, (plays, _) in _SIMPLE.items() if plays in (None, name)) + _GENERIC
-            + tuple(n for n, plays in _WRAPPERS.items() if plays == name))
+    game = _game(game)
+    return (_GENERIC[:1] + tuple(n for n, _ in game.agents) + _GENERIC[1:]
+            + tuple(f"{n}+<agent>" for n, _ in game.agent_wrappers))
+
+
+def _plays(name: str) -> list[str]:
+    """The games that have their own agent ``name``."""
+    return [g for g in GAME_NAMES if name in dict(get_game(g).agents)]
 _OPTION = re.compile(r"^(?P<key>[a-z_]+)=(?P<value>[A-Za-z0-9_.\-]+)$")
 _MCTS = re.compile(r"^mcts-(?P<sims>\d+)$")
 _ALGORITHMS = ("gumbel", "puct")
@@ -123,17 +115,19 @@ def _check_options(spec: str, options: dict, allowed: tuple[str, ...]) -> None:
                              f"allowed here: {allowed_text}")
 
 
-def _solver_agent(spec: str, game: Game) -> Agent:
+def _wrapped_agent(spec: str, game: Game) -> Agent:
     head, plus, fallback = spec.partition("+")
-    if head != "solver" or not plus or not fallback.strip():
-        raise AgentSpecError(f"agent spec {spec!r}: write solver+<agent> (the agent to play where the "
-                             "endgame cannot be solved), e.g. solver+heuristic")
-    if game.name != _WRAPPERS["solver+<agent>"]:
-        raise AgentSpecError(f"agent spec {spec!r}: the endgame solver plays Beasty Bar only, not {game.name}; "
+    wrappers = dict(game.agent_wrappers)
+    if head not in wrappers:
+        plays = [g for g in GAME_NAMES if head in dict(get_game(g).agent_wrappers)]
+        raise AgentSpecError(f"agent spec {spec!r}: {head}+<agent> plays {', '.join(plays)} only, not {game.name}; "
                              f"agents for {game.name}: {', '.join(agent_names(game))}")
-    from beastybar_jax.agents.solver import solver_agent  # loads the solver only when asked for
-
-    return solver_agent(make_agent(fallback.strip(), game=game), name=spec)
+    if not plus or not fallback.strip():
+        raise AgentSpecError(f"agent spec {spec!r}: write {head}+<agent> (the agent to play where {head} "
+                             f"does not decide), e.g. {head}+{game.default_opponent}")
+    inner = make_agent(fallback.strip(), game=game)
+    # Analysis sees the position the way the inner agent does (the wrapper only plays solved endgames).
+    return Agent(spec, wrappers[head](inner.act), inner.search_setup)
 
 
 def make_agent(spec: str, *, game: Game | None = None) -> Agent:
@@ -148,23 +142,25 @@ def make_agent(spec: str, *, game: Game | None = None) -> Agent:
         raise AgentSpecError(f"empty agent spec {spec!r}; {_help()}")
     game = get_game("beastybar") if game is None else game
     spec = spec.strip()
-    if spec.startswith("solver"):  # solver+<agent>: the options belong to the fallback agent
-        return _solver_agent(spec, game)
+    head = spec.partition("+")[0]
+    if any(head in dict(get_game(g).agent_wrappers) for g in GAME_NAMES):
+        return _wrapped_agent(spec, game)  # <wrapper>+<agent>: the options belong to the inner agent
     base, options = split_options(spec)
 
-    if base in _SIMPLE:
+    if base == "random":
         _check_options(spec, options, ())
-        plays, factory = _SIMPLE[base]
-        if plays not in (None, game.name):
-            raise AgentSpecError(f"agent {base!r} plays {plays} only, not {game.name}; agents for {game.name}: "
-                                 f"{', '.join(agent_names(game))}")
-        return factory(game)
+        return random_agent(game)
+    own = dict(game.agents)
+    if base in own:
+        _check_options(spec, options, ())
+        return Agent(base, own[base]())
+    if _plays(base):
+        raise AgentSpecError(f"agent {base!r} plays {', '.join(_plays(base))} only, not {game.name}; agents for "
+                             f"{game.name}: {', '.join(agent_names(game))}")
 
     mcts = _MCTS.match(base)
     if mcts:
         _check_options(spec, options, ("worlds", "algo", "playouts"))
-        from beastybar_jax.agents.search_agents import mcts_agent
-
         sims = _positive_int(spec, "N", mcts["sims"])
         return mcts_agent(
             sims,
@@ -180,10 +176,7 @@ def make_agent(spec: str, *, game: Game | None = None) -> Agent:
         _check_options(spec, options, ("sims", "worlds", "algo"))
         if ("worlds" in options or "algo" in options) and "sims" not in options:
             raise AgentSpecError(f"agent spec {spec!r}: worlds/algo only apply with search; add @sims=<N>")
-        from beastybar_jax.agents.search_agents import network_agent, search_config_with
-        from beastybar_jax.training.checkpoint import load_agent
-
-        model = load_agent(path)
+        model = checkpoint.load_agent(path)
         if model.config.game != game.name:
             raise AgentSpecError(f"agent spec {spec!r}: that checkpoint plays {model.config.game}, not {game.name}")
         if "sims" not in options:
@@ -193,7 +186,7 @@ def make_agent(spec: str, *, game: Game | None = None) -> Agent:
             changes["num_determinizations"] = _positive_int(spec, "worlds", options["worlds"])
         if "algo" in options:
             changes["algorithm"] = _algorithm(spec, options["algo"])
-        search = search_config_with(model.config.alphazero.search, **changes)
+        search = search_config_with(model.config.search, **changes)
         return network_agent(model.network, model.params, search=search, name=spec, game=game)
 
     if base.startswith("mcts"):

@@ -18,8 +18,8 @@ import numpy as np
 
 from beastybar_jax import search as search_lib
 from beastybar_jax.agents.base import Agent, SearchSetup, random_best, uniform_choice
-from beastybar_jax.game import BEASTYBAR, Game
-from beastybar_jax.search import SearchConfig
+from beastybar_jax.games.base import Game
+from beastybar_jax.config.search import SearchConfig
 
 
 # Odd 32-bit multipliers for the state fingerprint (fixed, arbitrary).
@@ -74,7 +74,7 @@ def _search_one(game: Game, evaluate, config: SearchConfig, state, key):
 
 
 def mcts_agent(num_simulations: int, *, num_determinizations: int = 1, algorithm: str = "gumbel",
-               num_playouts: int = 1, game: Game = BEASTYBAR, name: str | None = None) -> Agent:
+               num_playouts: int = 1, game: Game, name: str | None = None) -> Agent:
     """Search with ``num_simulations`` per world, ``num_determinizations`` worlds, a uniform
     prior and random-playout values; evaluation play (no exploration noise)."""
     config = SearchConfig(algorithm=algorithm, num_simulations=int(num_simulations),
@@ -91,7 +91,7 @@ def mcts_agent(num_simulations: int, *, num_determinizations: int = 1, algorithm
 
 
 def network_agent(network, params, *, search: SearchConfig | None = None, name: str = "network",
-                  game: Game = BEASTYBAR) -> Agent:
+                  game: Game) -> Agent:
     """A trained network as an agent.
 
     Args:

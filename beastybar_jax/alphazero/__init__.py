@@ -1,6 +1,6 @@
 """AlphaZero: self-play with mctx search, a device replay buffer and SGD on search targets.
 
-- :mod:`~beastybar_jax.alphazero.config`: the ``alphazero:`` config section;
+- :mod:`~beastybar_jax.config.alphazero`: the ``alphazero:`` config section;
 - :mod:`~beastybar_jax.alphazero.selfplay`: B games advanced with search, auto-reset, value labels;
 - :mod:`~beastybar_jax.alphazero.replay`: the device ring buffer;
 - :mod:`~beastybar_jax.alphazero.loss`: policy cross-entropy + value (+ score-margin) loss;

@@ -26,7 +26,7 @@ import optax
 from beastybar_jax import search as search_lib
 from beastybar_jax.alphazero import replay as replay_lib
 from beastybar_jax.alphazero import selfplay
-from beastybar_jax.alphazero.config import AlphaZeroConfig
+from beastybar_jax.config.alphazero import AlphaZeroConfig
 from beastybar_jax.alphazero.loss import loss_fn
 from beastybar_jax.alphazero.replay import ReplayBuffer
 from beastybar_jax.network import init_params
@@ -66,7 +66,7 @@ def updates_per_iteration(config) -> int:
 
 
 def simulations_per_move(config) -> int:
-    search = config.alphazero.search
+    search = config.search
     return search.num_simulations * search.num_determinizations
 
 
@@ -140,7 +140,7 @@ def make_iteration(config, game, network, optimizer, mesh=None):
         selfplay_key, learn_key = jax.random.split(key)
         evaluate = search_lib.network_evaluator(game, network, state.params)
         games, replay, stats = selfplay.play_moves(
-            game, evaluate, az.search, state.selfplay, state.replay, selfplay_key, az.moves_per_iteration,
+            game, evaluate, config.search, state.selfplay, state.replay, selfplay_key, az.moves_per_iteration,
             temperature=az.temperature, temperature_drop_move=az.temperature_drop_move,
             final_temperature=az.final_temperature, constrain=constrain,
             exact_value_budget=az.exact_value_budget,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.alphazero.config import AlphaZeroConfig
+from beastybar_jax.config.alphazero import AlphaZeroConfig
 from beastybar_jax.alphazero.replay import Records
 
 

@@ -24,7 +24,7 @@ class Records:
       policy: ``float32[N, A]`` the search's policy target (zero on illegal actions).
       player: ``int8[N]`` the player to move.
       value: ``float32[N]`` the game's final outcome for ``player`` (+1, 0, -1).
-      score_margin: ``float32[N]`` final bar points of ``player`` minus the opponent's, / 10.
+      score_margin: ``float32[N]`` the final ``game.score_margin`` of ``player`` / ``game.score_margin_scale``.
     """
 
     observation: chex.Array

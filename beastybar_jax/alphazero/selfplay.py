@@ -30,7 +30,7 @@ import jax.numpy as jnp
 
 from beastybar_jax.alphazero import replay as replay_lib
 from beastybar_jax import search as search_lib
-from beastybar_jax.games import Game
+from beastybar_jax.games.base import Game
 from beastybar_jax.alphazero.replay import Records, ReplayBuffer
 
 

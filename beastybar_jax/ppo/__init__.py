@@ -1,7 +1,7 @@
 """PPO: rollouts of the policy network against a mixture of opponents, GAE and clipped
 policy-gradient updates, all in one compiled iteration.
 
-- :mod:`~beastybar_jax.ppo.config`: the ``ppo:`` config section and the opponent mixture;
+- :mod:`~beastybar_jax.config.ppo`: the ``ppo:`` config section and the opponent mixture;
 - :mod:`~beastybar_jax.ppo.rollout`: B games advanced T moves, auto-reset, the learner's
   seat against self-play, past snapshots or registry agents;
 - :mod:`~beastybar_jax.ppo.loss`: generalized advantage estimation along each seat's own

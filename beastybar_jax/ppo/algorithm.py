@@ -28,7 +28,7 @@ import optax
 
 from beastybar_jax.network import init_params
 from beastybar_jax.ppo import rollout
-from beastybar_jax.ppo.config import POOL, SELF, PPOConfig
+from beastybar_jax.config.ppo import POOL, SELF, PPOConfig
 from beastybar_jax.ppo.loss import Batch, advantages, loss_fn
 from beastybar_jax.training import sharding
 from beastybar_jax.training.algorithm import Algorithm
@@ -121,7 +121,7 @@ def build_opponents(config, game, network) -> tuple[rollout.OpponentSlots, ...]:
     """The run's opponent slots, registry agents built (and checked) at once: an unknown
     spec or unreadable checkpoint is a ``ConfigError`` naming ``ppo.opponent(s)``."""
     from beastybar_jax.agents import AgentSpecError, make_agent
-    from beastybar_jax.training.checkpoint import CheckpointError
+    from beastybar_jax.checkpoint import CheckpointError
 
     key = "ppo.opponent" if config.ppo.exploiter else "ppo.opponents"
     try:
@@ -135,7 +135,7 @@ def check_opponents(config, game) -> None:
     """Build the run's registry opponents (nothing compiles) so that ``--dry-run`` fails
     like the real run on an unknown spec or an unreadable checkpoint (``ConfigError``)."""
     from beastybar_jax.agents import AgentSpecError, make_agent
-    from beastybar_jax.training.checkpoint import CheckpointError
+    from beastybar_jax.checkpoint import CheckpointError
 
     key = "ppo.opponent" if config.ppo.exploiter else "ppo.opponents"
     for name, _ in config.ppo.opponent_slots(config.num_games):

@@ -31,7 +31,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.ppo.config import PPOConfig
+from beastybar_jax.config.ppo import PPOConfig
 from beastybar_jax.ppo.rollout import Transitions, masked_logits
 
 

@@ -3,7 +3,7 @@
 Every step of the scan is one move in every game slot, made by whoever is to move
 there: the learner (the current policy network) or the slot's opponent. Each slot
 always faces the same kind of opponent (the static split of
-:meth:`~beastybar_jax.ppo.config.PPOConfig.opponent_slots`):
+:meth:`~beastybar_jax.config.ppo.PPOConfig.opponent_slots`):
 
 - ``self``: the learner holds every seat; every move is a learner decision;
 - ``pool``: the slots are cut into ``pool_size`` equal groups, group ``g`` playing
@@ -34,11 +34,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from beastybar_jax.games import Game
-from beastybar_jax.ppo.config import POOL, SELF, PPOConfig
+from beastybar_jax.games.base import Game
+from beastybar_jax.config.ppo import POOL, SELF, PPOConfig
 
 MASKED_LOGIT = -1e9  # illegal actions' logit: exp() underflows to exactly 0 in float32
-SCORE_MARGIN_SCALE = 10.0  # the aux target is the final bar-point margin / 10, as in AlphaZero
 
 
 @chex.dataclass(frozen=True)
@@ -73,7 +72,8 @@ class Transitions:
       learner: ``bool[T, B]`` the move was a learner decision (trained on).
       done: ``bool[T, B]`` the game ended with this move (the slot restarted).
       outcome: ``float32[T, B, P]`` the final outcome per seat where ``done``, else 0.
-      margin: ``float32[T, B, P]`` the final score margin / 10 per seat where ``done``, else 0.
+      margin: ``float32[T, B, P]`` the final ``score_margin / game.score_margin_scale`` per seat
+        where ``done`` (the network's aux target, as in AlphaZero), else 0.
     """
 
     observation: chex.Array
@@ -240,7 +240,7 @@ def play(game: Game, network, params, pool, opponents: tuple[OpponentSlots, ...]
         length = games.length + 1
         outcome = after.rewards.astype(jnp.float32)  # [B, P], zeros unless done
         margin = jax.vmap(lambda s: jax.vmap(lambda p: game.score_margin(s, p))(seats))(after)
-        margin = jnp.where(done[:, None], margin.astype(jnp.float32) / SCORE_MARGIN_SCALE, 0.0)
+        margin = jnp.where(done[:, None], margin.astype(jnp.float32) / game.score_margin_scale, 0.0)
 
         fresh = init_games(game, reset_key, num_games)
         restart = lambda new, old: jnp.where(done.reshape((-1,) + (1,) * (old.ndim - 1)), new, old)  # noqa: E731

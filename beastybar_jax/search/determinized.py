@@ -36,9 +36,9 @@ import jax
 import jax.numpy as jnp
 import mctx
 
-from beastybar_jax.games import Game
+from beastybar_jax.games.base import Game
 from beastybar_jax.search import mctx_patch
-from beastybar_jax.search.config import SearchConfig
+from beastybar_jax.config.search import SearchConfig
 
 # Every search built here is traced with mctx's loop replaced (bitwise the same
 # results, without the tree-sized copies): see mctx_patch.
@@ -178,7 +178,7 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
     """Search ``K = config.num_determinizations`` sampled worlds per state and combine.
 
     Args:
-      game: the game's functions (``beastybar_jax.game.BEASTYBAR``).
+      game: the game's functions (``beastybar_jax.games.beastybar.BEASTYBAR``).
       evaluate: batched states ``[N]`` -> (logits ``[N, A]``, value ``[N]``), e.g.
         :func:`network_evaluator`.
       states: batched ``[B]`` true states; only ``sample_world`` for the mover sees them.

@@ -1,4 +1,4 @@
-"""What an algorithm gives the shared training code, and the registry of algorithms.
+"""What an algorithm gives the shared training code (the registry: :mod:`beastybar_jax.algorithms`).
 
 An algorithm package (``beastybar_jax.alphazero``, ``beastybar_jax.ppo``) holds only
 what is specific to it: its train state, its one jitted iteration, its loss and its
@@ -9,16 +9,13 @@ config section. It exposes an :class:`Algorithm` record as ``ALGORITHM`` in its
 The train state of every algorithm is a pytree with at least ``params`` (network
 variables, replicated), ``opt_state``, ``rng`` (the run's key data), ``iteration``
 and ``num_updates`` (``int32[]``); checkpoints store ``params`` apart so
-:func:`~beastybar_jax.training.checkpoint.load_agent` can restore the network alone.
+:func:`~beastybar_jax.checkpoint.load_agent` can restore the network alone.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from typing import Any, Callable
-
-from beastybar_jax.config import ALGORITHM_NAMES, ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,10 +42,3 @@ class Algorithm:
     state_shardings: Callable[[Any, Any], Any]
     updates_per_iteration: Callable[[Any], int]
     simulations_per_move: Callable[[Any], int] = lambda config: 0
-
-
-def get_algorithm(name: str) -> Algorithm:
-    """The :class:`Algorithm` of ``beastybar_jax.<name>.algorithm`` (imported on first use)."""
-    if name not in ALGORITHM_NAMES:
-        raise ConfigError(f"config key 'algorithm' must be one of {', '.join(ALGORITHM_NAMES)}, got {name!r}")
-    return importlib.import_module(f"beastybar_jax.{name}.algorithm").ALGORITHM

@@ -157,8 +157,8 @@ def check_same_config(config) -> None:
         return
     differing = set()
     for other in everyone[1:]:
-        diff = config_diff(TrainConfig.from_dict(json.loads(everyone[0]), warn_legacy=False),
-                           TrainConfig.from_dict(json.loads(other), warn_legacy=False))
+        diff = config_diff(TrainConfig.from_dict(json.loads(everyone[0])),
+                           TrainConfig.from_dict(json.loads(other)))
         differing.update(diff)
     raise ConfigError(
         f"the {len(everyone)} processes were started with different configs (they differ in: "

@@ -10,7 +10,7 @@ searches with ``eval_simulations`` simulations when that is > 0.
 
 With ``eval_endgames`` the same evaluations also score the network's moves on
 ``eval_endgame_positions`` positions of the game's yardstick of solved endgames
-(``Game.endgame_suite``; Beasty Bar's: :mod:`beastybar_jax.endgame.suite`), logged
+(``Game.endgame_suite``; Beasty Bar's: :mod:`beastybar_jax.games.beastybar.endgame.suite`), logged
 as ``eval_endgames_<metric>``: ``keeps_result`` (the share of moves that keep the
 game-theoretic result), ``throws_win`` / ``throws_draw`` (the shares that turn a
 won position into a draw or loss / a drawn one into a loss), ``best_margin`` (the
@@ -28,35 +28,34 @@ import jax.numpy as jnp
 from beastybar_jax import arena
 from beastybar_jax.agents import AgentSpecError, make_agent, network_agent
 from beastybar_jax.config import ConfigError, TrainConfig
-from beastybar_jax.games import get_game
+from beastybar_jax.games.base import Game
 from beastybar_jax.training import distributed
-from beastybar_jax.training.checkpoint import CheckpointError
+from beastybar_jax.checkpoint import CheckpointError
 
 
-def make_opponents(config: TrainConfig) -> list:
+def make_opponents(config: TrainConfig, game: Game) -> list:
     """The ``eval_opponents`` agents for the run's game; raises :class:`ConfigError`
     (``config key 'eval_opponents': ...``) for a name the registry does not know or a
     checkpoint that cannot be read. Called before compiling, so a typo costs nothing."""
-    game = get_game(config.game)
     try:
         return [make_agent(name, game=game) for name in config.eval_opponents]
     except (AgentSpecError, CheckpointError) as e:
         raise ConfigError(f"config key 'eval_opponents': {e}") from None
 
 
-def load_yardstick(config: TrainConfig):
+def load_yardstick(config: TrainConfig, game: Game):
     """The game's yardstick of solved endgames for ``eval_endgames`` (None when off);
     a game without one is a :class:`ConfigError`."""
     if not config.eval_endgames:
         return None
-    game = get_game(config.game)
     if game.endgame_suite is None:
         raise ConfigError(f"config key 'eval_endgames' needs a game with a yardstick of solved endgames; "
                           f"{game.name} has none: set eval_endgames: false")
     return game.endgame_suite(config.eval_endgame_positions)
 
 
-def make_evaluator(config: TrainConfig, network, opponents: list | None = None, compile=None, yardstick=None):
+def make_evaluator(config: TrainConfig, game: Game, network, opponents: list | None = None, compile=None,
+                   yardstick=None):
     """``evaluate(params) -> {metric name: float}`` for ``config``'s opponents (and
     its yardstick of solved endgames with ``eval_endgames``; ``yardstick`` overrides
     the one ``load_yardstick`` gives).
@@ -64,15 +63,14 @@ def make_evaluator(config: TrainConfig, network, opponents: list | None = None, 
     With ``compile(lowered) -> compiled`` (e.g. ``TrainLoop.compile``, which shows the
     compile and lets Ctrl-C in) the match is compiled ahead of time for the first
     ``params``' shapes and shardings; without it, ``jax.jit`` compiles on first use."""
-    game = get_game(config.game)
-    opponents = make_opponents(config) if opponents is None else opponents
+    opponents = make_opponents(config, game) if opponents is None else opponents
     num_deals = max(1, config.eval_games // 2)
     search = None
     if config.eval_simulations > 0:
-        search = dataclasses.replace(config.alphazero.search, num_simulations=config.eval_simulations)
+        search = dataclasses.replace(config.search, num_simulations=config.eval_simulations)
     base_key = jax.random.fold_in(jax.random.key(config.seed), 0x5EED)
     deal_keys = jax.random.split(base_key, num_deals)
-    yardstick = load_yardstick(config) if yardstick is None else yardstick
+    yardstick = load_yardstick(config, game) if yardstick is None else yardstick
     if yardstick is not None:
         endgame_states = jax.tree.map(jnp.asarray, yardstick.states)
         num_endgames = jax.tree.leaves(endgame_states)[0].shape[0]
@@ -110,13 +108,13 @@ def make_evaluator(config: TrainConfig, network, opponents: list | None = None, 
     return evaluate
 
 
-def evaluation_hook(config: TrainConfig):
+def evaluation_hook(config: TrainConfig, game: Game):
     """A ``TrainLoop`` hook running ``make_evaluator`` every ``eval_every`` iterations
     and after the last one; returns the scalars to log (``eval_<opponent>_win_rate``,
     ``_score``, ``_margin``; ``eval_endgames_<metric>`` with ``eval_endgames``). The
     opponents and the yardstick are built (and checked) at once."""
-    opponents = make_opponents(config)
-    yardstick = load_yardstick(config)
+    opponents = make_opponents(config, game)
+    yardstick = load_yardstick(config, game)
     evaluate = None
 
     def hook(loop, iteration, metrics):
@@ -125,7 +123,7 @@ def evaluation_hook(config: TrainConfig):
         if not config.eval_every or (iteration % config.eval_every and not last):
             return None
         if evaluate is None:
-            evaluate = make_evaluator(config, loop.trainer.network, opponents,
+            evaluate = make_evaluator(config, game, loop.trainer.network, opponents,
                                       compile=lambda lowered: loop.compile(lowered, "the evaluation"),
                                       yardstick=yardstick)
         return evaluate(loop.state.params)

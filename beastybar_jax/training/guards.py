@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from beastybar_jax.training.checkpoint import non_finite_leaf
+from beastybar_jax.checkpoint import non_finite_leaf
 
 
 class NonFiniteError(ArithmeticError):

@@ -34,9 +34,9 @@ import jax
 import numpy as np
 
 from beastybar_jax.config import TrainConfig
-from beastybar_jax.games import Game
+from beastybar_jax.games import Game, get_game
 from beastybar_jax.training import distributed
-from beastybar_jax.training.checkpoint import CheckpointError, Checkpointer
+from beastybar_jax.checkpoint import CheckpointError, Checkpointer
 from beastybar_jax.training.compilation import compile_in_thread, enable_compilation_cache
 from beastybar_jax.training.guards import check_finite_losses, check_finite_state
 from beastybar_jax.training.interrupt import Interrupted, StopRequest, acknowledge_stop, signal_name, when_forced
@@ -60,10 +60,10 @@ class TrainLoop:
     error when there is none). Without it, a ``run_dir`` holding checkpoints is an
     error. ``allow_schedule_change``: resume even when the config's learning-rate
     schedule differs from the saved run's (see
-    :func:`~beastybar_jax.training.checkpoint.check_resume_config`).
+    :func:`~beastybar_jax.checkpoint.check_resume_config`).
 
     Raises :class:`~beastybar_jax.training.rundir.RunDirError` (run_dir unusable or
-    in use), :class:`~beastybar_jax.training.checkpoint.CheckpointError` and
+    in use), :class:`~beastybar_jax.checkpoint.CheckpointError` and
     :class:`~beastybar_jax.config.ConfigError` before anything compiles.
     """
 
@@ -89,12 +89,13 @@ class TrainLoop:
 
     def _open(self, resume, console, game, trainer, allow_schedule_change) -> None:
         config = self.config
+        game = trainer.game if trainer is not None else (get_game(config.game) if game is None else game)
         if config.eval_every:
             from beastybar_jax.training.evaluation import evaluation_hook
 
             # First, so that user hooks (live plots) see this iteration's win rates; built
             # before anything is written or compiled, so a bad opponent name fails at once.
-            self.hooks.insert(0, evaluation_hook(config))
+            self.hooks.insert(0, evaluation_hook(config, game))
         if resume and not os.path.isdir(os.path.join(self.run_dir, "checkpoints")):
             what = "does not exist" if not os.path.exists(self.run_dir) else "holds no checkpoints"
             raise CheckpointError(f"cannot resume: {self.run_dir} {what}; start a new run without --resume "

@@ -5,10 +5,7 @@ from __future__ import annotations
 import jax
 import optax
 
-
-def decay_steps(config, total_updates: int) -> int:
-    """Updates until the cosine reaches its end value: ``decay_steps``, or (0) the run's last update."""
-    return config.decay_steps if config.decay_steps > 0 else max(total_updates, config.warmup_steps + 1)
+from beastybar_jax.config.schedule import decay_steps
 
 
 def make_schedule(config, total_updates: int) -> optax.Schedule:

@@ -15,7 +15,8 @@ from beastybar_jax.config import TrainConfig, validate
 from beastybar_jax.games import Game, get_game
 from beastybar_jax.network import PolicyValueNet, make_network
 from beastybar_jax.training import sharding
-from beastybar_jax.training.algorithm import Algorithm, get_algorithm
+from beastybar_jax.algorithms import get_algorithm
+from beastybar_jax.training.algorithm import Algorithm
 from beastybar_jax.training.optimizer import make_optimizer
 
 
@@ -66,7 +67,7 @@ def make_trainer(config: TrainConfig, game: Game | None = None, mesh: Mesh | Non
     compiles faster on CPU, for tests)."""
     game = get_game(config.game) if game is None else game
     mesh = sharding.make_mesh() if mesh is None else mesh
-    validate(config, num_devices=mesh.size)
+    validate(config, num_devices=mesh.size, game=game)
     algorithm = get_algorithm(config.algorithm)
     network = make_network(config.network, game)
     optimizer = make_optimizer(config, config.num_iterations * algorithm.updates_per_iteration(config))

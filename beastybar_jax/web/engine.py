@@ -20,12 +20,9 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax import game as beastybar
 from beastybar_jax.agents import Agent, AgentSpecError, make_agent
-from beastybar_jax.endgame import SolverConfig, is_solvable, solve_position
 from beastybar_jax.games import Game
 from beastybar_jax.search import run_search
-from beastybar_jax.tictactoe.minimax import board_index, minimax_table
 
 # Analysis of an agent without a search of its own (a heuristic): plain MCTS.
 FALLBACK_ANALYST = "mcts-200"
@@ -81,38 +78,9 @@ def _analysis_function(game: Game, agent: Agent):
     return analyse
 
 
-_EXACT_CONFIG = SolverConfig(mode="margins")
-
-
-def _beastybar_exact(state, key):
-    """Exact result and margin of every move of a solvable Beasty Bar position, solved
-    on a world drawn for the mover (in a solvable position, the position itself)."""
-    world = beastybar.sample_world(state, state.current_player, key)
-    solution = solve_position(world, _EXACT_CONFIG)
-    return {"solved": solution.solved & is_solvable(state), "result": solution.result,
-            "margin": solution.margin, "action_result": solution.action_result,
-            "action_margin": solution.action_margin, "action_exact": solution.action_exact}
-
-
-def _tictactoe_exact(state, key):
-    """Perfect play's outcome of every move (the solved minimax table)."""
-    del key
-    row = board_index(state.board)
-    table = minimax_table()
-    values = jnp.asarray(table.action_values)[row].astype(jnp.int32)
-    value = jnp.asarray(table.value)[row].astype(jnp.int32)
-    return {"solved": ~state.terminated, "result": value, "margin": value, "action_result": values,
-            "action_margin": values, "action_exact": values > -2}
-
-
-# game -> (applies(state) -> bool[], from what both players see; exact(state, key) -> dict)
-_EXACT = {"beastybar": (is_solvable, _beastybar_exact),
-          "tictactoe": (lambda state: ~state.terminated, _tictactoe_exact)}
-
-
 def exact_applies(game: Game, state) -> bool:
-    """Whether the game's exact solver can solve ``state`` (Beasty Bar: ``is_solvable``)."""
-    return game.name in _EXACT and bool(_EXACT[game.name][0](state))
+    """Whether the game's exact analysis (``Game.exact_moves``) solves ``state``."""
+    return game.exact_moves is not None and bool(game.exact_applies(state))
 
 
 class AgentPool:
@@ -194,9 +162,9 @@ class AgentPool:
         """The game's exact solver, shared by every analyst: ``.function(state, key) -> dict``
         (``solved``, ``result``, ``margin`` and per action ``action_result``,
         ``action_margin``, ``action_exact``); ``None`` for a game without one."""
-        if game.name not in _EXACT:
+        if game.exact_moves is None:
             return None
-        return self._entry("exact", game, "", lambda agent: _EXACT[game.name][1])
+        return self._entry("exact", game, "", lambda agent: game.exact_moves)
 
     def statuses(self) -> list[dict]:
         with self._lock:

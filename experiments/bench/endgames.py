@@ -10,14 +10,14 @@ import numpy as np
 
 from bench import common
 from beastybar_jax.agents import make_agent
-from beastybar_jax.endgame import positions, solver
-from beastybar_jax.endgame.suite import load_suite
+from beastybar_jax.games.beastybar.endgame import positions, solver
+from beastybar_jax.games.beastybar.endgame.suite import load_suite
 
 SOURCES = {
     "endgames": "every position of random games with both decks empty (1-8 cards in hand)",
     "start": "positions where both decks just ran out (8 cards in hand, 8 plies to go: the largest)",
     "solvable": "every solvable position of random games (also the one before the last draw, 9 cards)",
-    "suite": "the endgame yardstick suite (beastybar_jax/endgame/endgame_suite.npz), repeated",
+    "suite": "the endgame yardstick suite (beastybar_jax/games/beastybar/endgame/endgame_suite.npz), repeated",
 }
 
 

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from bench import common
-from beastybar_jax.game import BEASTYBAR
+from beastybar_jax.games.beastybar import BEASTYBAR
 from beastybar_jax.games import Game
 
 VARIANTS = ("step", "step+mask+obs")

@@ -11,7 +11,7 @@ import argparse
 import jax
 
 from bench import common
-from beastybar_jax.training import make_trainer
+from beastybar_jax.training.trainer import make_trainer
 
 DEFAULT_CONFIG = "configs/ppo_h100.yaml"
 

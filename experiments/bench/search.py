@@ -60,7 +60,7 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
     fresh parameters. ``mctx``: ``"patched"`` (``mctx_patch``'s search loop, ``unroll``
     steps per loop iteration) or ``"stock"`` (mctx's own)."""
     game = get_game(base_config.game)
-    search_config = dataclasses.replace(base_config.alphazero.search, num_simulations=num_simulations)
+    search_config = dataclasses.replace(base_config.search, num_simulations=num_simulations)
     key = jax.random.key(seed)
     states = search_positions(game, batch_size, key)
     if evaluator == "uniform":
@@ -144,7 +144,7 @@ def add_parser(subparsers) -> None:
         "search", help="run_search alone (no learner): simulations/s and the cost of a simulation as N grows",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_config_arguments(p, DEFAULT_CONFIG,
-                                "--set network.dtype=float32 --set alphazero.search.algorithm=puct")
+                                "--set network.dtype=float32 --set search.algorithm=puct")
     p.add_argument("--batch-sizes", type=common.list_of(), default=[1024],
                    help="positions searched side by side, e.g. 256,4096 or 2^12 (default 1024)")
     p.add_argument("--simulations", type=common.list_of(), default=list(DEFAULT_SIMULATIONS),

@@ -14,7 +14,7 @@ import jax
 
 from bench import common
 from beastybar_jax.games import get_game
-from beastybar_jax.training import make_trainer
+from beastybar_jax.training.trainer import make_trainer
 
 DEFAULT_CONFIG = "configs/h100.yaml"
 
@@ -32,8 +32,7 @@ def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves
         updates_per_iteration=num_updates,
         buffer_size=max(az.batch_size, batch_size * max_game_length * 2),
         min_buffer_size=1,  # learn from the first finished games, so timed iterations include the updates
-        search=dataclasses.replace(az.search, num_simulations=num_simulations),
-    ))
+    ), search=dataclasses.replace(base_config.search, num_simulations=num_simulations))
     trainer = make_trainer(config)
     state = jax.block_until_ready(trainer.init(jax.random.key(0)))
     compiled, compile_s = common.compile_seconds(trainer.iteration, state, jax.random.key(1))
@@ -51,7 +50,7 @@ def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves
     best, _, metrics = common.best_of(repeats, run)
     games, trained = float(metrics["games_finished"]), float(metrics["trained"])
     moves = batch_size * num_moves
-    search = config.alphazero.search
+    search = config.search
     simulations = moves * num_simulations * search.num_determinizations
     return dict(
         batch_size=batch_size, num_simulations=num_simulations, num_moves=num_moves,

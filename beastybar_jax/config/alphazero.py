@@ -1,0 +1,82 @@
+"""AlphaZero's config section (``alphazero:`` in a YAML config): plain data and its checks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from beastybar_jax.validation import check, check_at_least, check_finite_nonnegative
+
+
+@dataclasses.dataclass(frozen=True)
+class AlphaZeroConfig:
+    """Self-play with search (the run's shared ``search:`` section), a replay buffer and
+    SGD on search targets.
+
+    Self-play: the run's ``num_games`` games are played side by side; each iteration
+    advances every game ``moves_per_iteration`` moves (a finished game restarts at
+    once), so an iteration plays ``num_games * moves_per_iteration`` moves and
+    searches. Games carry over between iterations; a game's positions enter the
+    replay buffer when it ends, labelled with its outcome.
+
+    Action selection: for a game's first ``temperature_drop_move`` moves the move is
+    drawn from the search's policy target raised to ``1 / temperature``; later moves
+    use ``final_temperature``. A temperature of 0 plays the search's own choice
+    (for Gumbel MuZero: the sequential-halving winner under its root Gumbel noise;
+    for PUCT: the most visited action).
+
+    Learning: once the buffer holds ``min_buffer_size`` positions, each iteration
+    takes ``updates_per_iteration`` optimizer steps on minibatches of ``batch_size``
+    positions drawn uniformly from the buffer; the loss is policy cross-entropy to
+    the search target + ``value_loss_weight`` x value MSE (+ ``aux_loss_weight`` x
+    score-margin MSE when the network's aux head is on).
+
+    Exact targets: with ``exact_value_targets`` the value target of every position
+    the game's solver can solve (``Game.exact_values``; Beasty Bar: the endgame
+    with nothing hidden, :mod:`beastybar_jax.games.beastybar.endgame`) is its game-theoretic
+    result for the player to move (+1 / 0 / -1) instead of the game's outcome. The
+    positions of each iteration are solved together, inside the compiled
+    iteration, within ``exact_value_budget`` solver loop iterations (0: no limit;
+    smallest positions first, so a budget leaves the largest ones with the
+    outcome as target). The policy and score-margin targets are unchanged.
+    """
+
+    # self-play
+    moves_per_iteration: int = 24
+    temperature: float = 1.0
+    temperature_drop_move: int = 8
+    final_temperature: float = 0.0
+    # replay
+    buffer_size: int = 262_144
+    min_buffer_size: int = 16_384
+    # learning
+    batch_size: int = 1024
+    updates_per_iteration: int = 32
+    value_loss_weight: float = 1.0
+    aux_loss_weight: float = 0.25  # used when network.aux_score_head is on
+    exact_value_targets: bool = False  # value target = the solver's result where it has one
+    exact_value_budget: int = 500  # solver loop iterations per training iteration (0: no limit)
+
+    def validate(self, *, num_games: int, max_game_length: int, prefix: str = "alphazero.") -> None:
+        """Raise ``ConfigError`` naming the key and the fix for an impossible value."""
+        k = lambda name: prefix + name  # noqa: E731
+        check_at_least(self.moves_per_iteration, 1, k("moves_per_iteration"))
+        check(self.temperature >= 0, k("temperature"), f"must be >= 0 (0 = the search's choice), got {self.temperature}")
+        check(self.final_temperature >= 0, k("final_temperature"), f"must be >= 0, got {self.final_temperature}")
+        check_at_least(self.temperature_drop_move, 0, k("temperature_drop_move"))
+        check_at_least(self.buffer_size, 1, k("buffer_size"))
+        check_at_least(self.min_buffer_size, 1, k("min_buffer_size"))
+        check(self.min_buffer_size <= self.buffer_size, k("min_buffer_size"),
+              f"({self.min_buffer_size}) must not exceed buffer_size ({self.buffer_size}), or training never "
+              f"starts: lower min_buffer_size or raise buffer_size")
+        check(self.buffer_size >= num_games * max_game_length, k("buffer_size"),
+              f"({self.buffer_size}) must hold at least one finished game per slot, num_games * the game's longest "
+              f"game ({max_game_length} turns) = {num_games * max_game_length}: raise buffer_size or lower num_games")
+        check_at_least(self.batch_size, 1, k("batch_size"))
+        check_at_least(self.updates_per_iteration, 0, k("updates_per_iteration"))
+        check_at_least(self.exact_value_budget, 0, k("exact_value_budget"), " (0 = no limit)")
+        for name in ("value_loss_weight", "aux_loss_weight"):
+            check_finite_nonnegative(getattr(self, name), k(name))
+
+    def split_keys(self) -> tuple[str, ...]:
+        """Keys whose values are split over devices (must divide by the device count)."""
+        return ("batch_size", "buffer_size")
