@@ -93,6 +93,14 @@ class Game(NamedTuple):
     default_opponent: str = "random"
 
 
+# The registered games (beastybar_jax.games.registry builds them; get_game loads them).
+GAME_NAMES = ("beastybar", "tictactoe")
+
+
+class UnknownGameError(ValueError):
+    """A game name that is not registered."""
+
+
 class GameInputError(ValueError):
     """An action or player id a game function cannot take: a non-integer dtype (found
     at trace time under ``jit``), or a concrete player id out of range."""

@@ -130,5 +130,4 @@ TICTACTOE = Game(
     max_game_length=NUM_CELLS, init=init, step=step, observe=observe, legal_action_mask=legal_action_mask,
     sample_world=sample_world, score_margin=score_margin, observation_tokens=TICTACTOE_TOKENS,
     action_names=ACTION_NAMES, render_state=render_state, render_action=render_action,
-    default_opponent="minimax")
-TICTACTOE = TICTACTOE._replace(agents=(("minimax", lambda: minimax.minimax_act(TICTACTOE)),))
+    agents=(("minimax", lambda: minimax.minimax_act(TICTACTOE)),), default_opponent="minimax")
