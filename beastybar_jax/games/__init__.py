@@ -14,9 +14,22 @@
 Layers above know only :class:`Game`.
 """
 
-from beastybar_jax.games.base import (Game, GameInputError, TokenLayout, Yardstick, as_action,
-                                      as_player)
-from beastybar_jax.games.registry import GAME_NAMES, UnknownGameError, get_game
+from beastybar_jax.games.base import (GAME_NAMES, Game, GameInputError, TokenLayout, UnknownGameError, Yardstick,
+                                      as_action, as_player)
+
+
+def get_game(name: str) -> Game:
+    """The :class:`Game` registered as ``name`` (``"beastybar"``, ``"tictactoe"``).
+
+    The games load on the first call, not when this package is imported: their modules
+    build JAX constants, which start JAX's backend, and configuration code (which imports
+    this package) must run before a multi-process run initializes JAX
+    (``experiments/train.py``). The import below is an ordinary edge of the import graph."""
+    if name not in GAME_NAMES:
+        raise UnknownGameError(f"unknown game {name!r}; known games: {', '.join(GAME_NAMES)}")
+    from beastybar_jax.games.registry import get_game as registered
+
+    return registered(name)
 
 __all__ = ["GAME_NAMES", "Game", "GameInputError", "TokenLayout", "UnknownGameError", "Yardstick", "as_action",
            "as_player", "get_game"]

@@ -106,6 +106,14 @@ class Game(NamedTuple):
     exact_applies: Optional[Callable[[Any], bool]] = None
 
 
+# The registered games (beastybar_jax.games.registry builds them; get_game loads them).
+GAME_NAMES = ("beastybar", "tictactoe")
+
+
+class UnknownGameError(ValueError):
+    """A game name that is not registered."""
+
+
 class GameInputError(ValueError):
     """An action or player id a game function cannot take: a non-integer dtype (found
     at trace time under ``jit``), or a concrete player id out of range."""

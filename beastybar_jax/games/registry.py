@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from beastybar_jax.games.base import Game
+from beastybar_jax.games.base import GAME_NAMES, Game, UnknownGameError
 from beastybar_jax.games.beastybar import BEASTYBAR
 from beastybar_jax.games.tictactoe import TICTACTOE
 
 _REGISTRY = {game.name: game for game in (BEASTYBAR, TICTACTOE)}
-GAME_NAMES = tuple(_REGISTRY)
-
-
-class UnknownGameError(ValueError):
-    """A game name that is not registered."""
+assert tuple(_REGISTRY) == GAME_NAMES, "add the game's name to games.base.GAME_NAMES too"
 
 
 def get_game(name: str) -> Game:

@@ -137,7 +137,7 @@ TICTACTOE = Game(
     max_game_length=NUM_CELLS, init=init, step=step, observe=observe, legal_action_mask=legal_action_mask,
     sample_world=sample_world, score_margin=score_margin, observation_tokens=TICTACTOE_TOKENS,
     action_names=ACTION_NAMES, render_state=render_state, render_action=render_action,
-    default_opponent="minimax", table_view=lambda state, viewer: table_view(state), move_group=lambda a: f"cell:{a}")
-TICTACTOE = TICTACTOE._replace(agents=(("minimax", lambda: minimax.minimax_act(TICTACTOE)),),
-                               exact_moves=lambda state, key: minimax.exact_moves(TICTACTOE, state),
-                               exact_applies=lambda state: not bool(state.terminated))
+    agents=(("minimax", lambda: minimax.minimax_act(TICTACTOE)),), default_opponent="minimax",
+    table_view=lambda state, viewer: table_view(state), move_group=lambda action: f"cell:{action}",
+    exact_moves=lambda state, key: minimax.exact_moves(TICTACTOE, state),
+    exact_applies=lambda state: not bool(state.terminated))
