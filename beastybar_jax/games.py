@@ -84,6 +84,18 @@ class Game(NamedTuple):
     # within ``budget`` (a static work limit; 0: no limit), in the scale of ``rewards``.
     # Pure and jittable (AlphaZero's ``exact_value_targets``).
     exact_values: Optional[Callable[[Any, int], tuple]] = None
+    # exact_actions(states [N], budget) -> (bool[N] solved, float32[N] value, bool[N, A]
+    # keeps): ``exact_values`` plus the legal actions that keep the exact result
+    # (AlphaZero's ``exact_policy_targets``). Pure and jittable.
+    exact_actions: Optional[Callable[[Any, int], tuple]] = None
+    # Optional one ply of calculation for the network (``network.afterstates``):
+    # afterstate_features(observation float32[O]) -> float32[A, afterstate_size]: for each
+    # action of the player to move (the observer), the result of playing it as far as it
+    # is known before playing (all zero for an illegal action, and when the observer is
+    # not to move). A function of the observation, so it cannot use hidden cards; pure
+    # and jittable (the network calls it on its input).
+    afterstate_features: Optional[Callable[[jax.Array], jax.Array]] = None
+    afterstate_size: int = 0
 
 
 class GameInputError(ValueError):

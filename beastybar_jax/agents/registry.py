@@ -12,6 +12,10 @@ Specs::
     checkpoint:<path>@sims=<N>[@worlds=<K>][@algo=gumbel|puct]
                                            trained network + search (the run's
                                            search config, with these overrides)
+    champion[@sims=<N>][@worlds=<K>][@algo=gumbel|puct]
+                                           Beasty Bar only: the network shipped in the
+                                           package (beastybar_jax.agents.champion),
+                                           raw or with search like checkpoint:<path>
     solver+<agent>                         Beasty Bar only: exact endgame play where the
                                            position is solvable, <agent> (any spec above)
                                            elsewhere (beastybar_jax.endgame)
@@ -51,7 +55,9 @@ def _minimax_agent() -> Agent:
 _GENERIC = ("mcts-<N>", "checkpoint:<path>", "checkpoint:<path>@sims=<N>")
 # name -> the game it plays: agents built around another agent's spec.
 _WRAPPERS = {"solver+<agent>": "beastybar"}
-AGENT_NAMES = (*_SIMPLE, *_GENERIC, *_WRAPPERS)
+# name -> the game it plays: trained networks shipped in the package.
+_SHIPPED = {"champion": "beastybar", "champion@sims=<N>": "beastybar"}
+AGENT_NAMES = (*_SIMPLE, *_GENERIC, *_WRAPPERS, *_SHIPPED)
 
 
 _DEFAULT_OPPONENT = {"beastybar": "heuristic", "tictactoe": "minimax"}
@@ -66,7 +72,8 @@ def agent_names(game: Game | str = "beastybar") -> tuple[str, ...]:
     """The registry names that play ``game``."""
     name = game if isinstance(game, str) else game.name
     return (tuple(n for n, (plays, _) in _SIMPLE.items() if plays in (None, name)) + _GENERIC
-            + tuple(n for n, plays in _WRAPPERS.items() if plays == name))
+            + tuple(n for n, plays in _WRAPPERS.items() if plays == name)
+            + tuple(n for n, plays in _SHIPPED.items() if plays == name))
 _OPTION = re.compile(r"^(?P<key>[a-z_]+)=(?P<value>[A-Za-z0-9_.\-]+)$")
 _MCTS = re.compile(r"^mcts-(?P<sims>\d+)$")
 _ALGORITHMS = ("gumbel", "puct")
@@ -78,7 +85,8 @@ class AgentSpecError(ValueError):
 
 def _help() -> str:
     return ("known agents: " + ", ".join(AGENT_NAMES)
-            + "; options: mcts-N@worlds=K@algo=gumbel|puct@playouts=P, checkpoint:<path>@sims=N@worlds=K@algo=...")
+            + "; options: mcts-N@worlds=K@algo=gumbel|puct@playouts=P, checkpoint:<path>@sims=N@worlds=K@algo=..., "
+            "champion@sims=N@worlds=K@algo=...")
 
 
 def split_options(spec: str) -> tuple[str, dict[str, str]]:
@@ -167,9 +175,9 @@ def make_agent(spec: str, *, game: Game | None = None) -> Agent:
             num_playouts=_positive_int(spec, "playouts", options.get("playouts", "1")),
             game=game, name=spec)
 
-    if base.startswith("checkpoint:"):
+    if base.startswith("checkpoint:") or base == "champion":
         path = base[len("checkpoint:"):]
-        if not path:
+        if not path and base != "champion":
             raise AgentSpecError(f"agent spec {spec!r} names no path; write checkpoint:<run dir>")
         _check_options(spec, options, ("sims", "worlds", "algo"))
         if ("worlds" in options or "algo" in options) and "sims" not in options:
@@ -177,18 +185,24 @@ def make_agent(spec: str, *, game: Game | None = None) -> Agent:
         from beastybar_jax.agents.search_agents import network_agent, search_config_with
         from beastybar_jax.training.checkpoint import load_agent
 
-        model = load_agent(path)
-        if model.config.game != game.name:
-            raise AgentSpecError(f"agent spec {spec!r}: that checkpoint plays {model.config.game}, not {game.name}")
+        if base == "champion":
+            from beastybar_jax.agents.champion import load_champion
+
+            network, params, config = load_champion()
+        else:
+            model = load_agent(path)
+            network, params, config = model.network, model.params, model.config
+        if config.game != game.name:
+            raise AgentSpecError(f"agent spec {spec!r}: that network plays {config.game}, not {game.name}")
         if "sims" not in options:
-            return network_agent(model.network, model.params, name=spec, game=game)
+            return network_agent(network, params, name=spec, game=game)
         changes = {"num_simulations": _positive_int(spec, "sims", options["sims"])}
         if "worlds" in options:
             changes["num_determinizations"] = _positive_int(spec, "worlds", options["worlds"])
         if "algo" in options:
             changes["algorithm"] = _algorithm(spec, options["algo"])
-        search = search_config_with(model.config.alphazero.search, **changes)
-        return network_agent(model.network, model.params, search=search, name=spec, game=game)
+        search = search_config_with(config.alphazero.search, **changes)
+        return network_agent(network, params, search=search, name=spec, game=game)
 
     if base.startswith("mcts"):
         raise AgentSpecError(f"agent spec {spec!r}: write mcts-<N> with N simulations, e.g. mcts-200")

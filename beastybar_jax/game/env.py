@@ -5,7 +5,7 @@ import importlib
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.game import actions, cards, core, observe, render, state
+from beastybar_jax.game import actions, afterstate, cards, core, observe, render, state
 from beastybar_jax.games import Game, TokenLayout, as_player
 
 
@@ -30,6 +30,12 @@ def _endgame_suite(num_positions: int = 0):
 def _exact_values(states: state.State, budget: int = 0):
     """``(solved bool[N], value float32[N])``: exact results of the solvable positions."""
     return _endgame("solver").exact_values(states, budget)
+
+
+def _exact_actions(states: state.State, budget: int = 0):
+    """``(solved bool[N], value float32[N], keeps bool[N, 31])``: exact results and the
+    moves that keep them, of the solvable positions."""
+    return _endgame("solver").exact_actions(states, budget)
 
 
 _QUEUE_START, _QUEUE_END = observe.OBSERVATION_LAYOUT["queue"]
@@ -57,4 +63,7 @@ BEASTYBAR = Game(
     score_margin_scale=10.0,  # bar points: margins of a few points to ~20
     endgame_suite=_endgame_suite,
     exact_values=_exact_values,
+    exact_actions=_exact_actions,
+    afterstate_features=afterstate.afterstate_features,
+    afterstate_size=afterstate.AFTERSTATE_SIZE,
 )
