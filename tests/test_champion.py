@@ -50,3 +50,24 @@ def test_champion_specs_and_a_missing_champion(tmp_path):
         make_agent("champion", game=get_game("tictactoe"))
     with pytest.raises(ChampionError, match="no champion"):
         load_champion(tmp_path)
+
+
+def test_export_writes_a_champion_that_loads_to_the_same_parameters(tmp_path):
+    """experiments/export_champion.py on a trained run: the files load back, with
+    nothing but themselves, to the checkpoint's parameters."""
+    import importlib.util
+
+    import numpy as np
+
+    import tiny_training
+
+    spec = importlib.util.spec_from_file_location("export_champion", ROOT / "experiments" / "export_champion.py")
+    export_champion = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(export_champion)
+
+    run = tiny_training.full_run()
+    export_champion.main([str(run["run_dir"]), "--out", str(tmp_path)])
+    _, params, config = load_champion(tmp_path)
+    assert config.network == run["config"].network
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(run["state"].params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -296,6 +296,32 @@ def test_the_suite_margins_are_exact(suite, endgames, solve):
     np.testing.assert_array_equal(np.where(sample.legal, solution.action_margin, 0), sample.action_margin)
 
 
+def test_exact_policy_targets_are_the_result_keeping_moves_of_the_suite(suite, endgames, solve):
+    """The policy target of a solved position (``selfplay.exact_policy_target`` on the
+    solver's result-keeping moves, as ``alphazero.exact_policy_targets`` makes it) has
+    as support exactly the moves whose exact margin has the position's sign, from the
+    suite's stored margins; a search target with no weight on them gives way to uniform."""
+    from beastybar_jax.alphazero.selfplay import exact_policy_target
+
+    size = endgames.turn.shape[0]
+    sample = suite.subset(np.linspace(0, len(suite) - 1, size).astype(int))
+    solution = solve(sample.states, "results")
+    keeps = np.asarray(solution.result_optimal_actions) & sample.legal
+    optimal = sample.legal & (np.sign(sample.action_margin) == sample.result[:, None])
+    uniform = sample.legal / sample.legal.sum(-1, keepdims=True)
+    target = np.asarray(exact_policy_target(jnp.asarray(uniform), jnp.asarray(keeps), jnp.asarray(solution.solved)))
+    assert np.asarray(solution.solved).all()
+    np.testing.assert_array_equal(target > 0, optimal)
+    np.testing.assert_allclose(target[optimal], (1 / optimal.sum(-1, keepdims=True)).repeat(optimal.shape[1], 1)[optimal],
+                               rtol=1e-6)
+    assert (optimal.sum(-1) < sample.legal.sum(-1)).any()  # some moves are thrown away
+    throwing = ~optimal & sample.legal  # a search that only likes those moves
+    only_bad = np.where(throwing, 1.0, 0.0) / np.maximum(throwing.sum(-1, keepdims=True), 1)
+    target = np.asarray(exact_policy_target(jnp.asarray(only_bad), jnp.asarray(keeps), jnp.asarray(solution.solved)))
+    rows = throwing.any(-1)
+    np.testing.assert_array_equal(target[rows] > 0, optimal[rows])
+
+
 def test_endgame_scores(suite):
     from beastybar_jax.endgame.suite import evaluate_agent, score_moves
 
