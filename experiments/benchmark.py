@@ -706,7 +706,7 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
         params, network_name = (), "uniform"
         make_evaluate = lambda params: uniform_evaluator(game)
     else:
-        network = make_network(base_config.network, game.num_actions, game.observation_tokens)
+        network = make_network(base_config.network, game)
         params = jax.jit(init_params, static_argnums=(0, 2))(network, key, game.observation_size)
         net = base_config.network
         network_name = f"{net.torso} {net.width}x{net.depth} {net.dtype}"
