@@ -515,3 +515,81 @@ def load_agent(run_dir_or_checkpoint: str | os.PathLike) -> TrainedModel:
         raise CheckpointError(f"no intact checkpoint in {directory}: " + "; ".join(str(e) for e in damaged))
     finally:
         manager.close()
+
+
+# ----------------------------------------------------------------------------- exported networks
+# A trained network as two plain files, for shipping inside the package (``Game.networks``,
+# Beasty Bar's ``champion``): ``config.json`` (the run's whole config, so the network is
+# rebuilt exactly and search at play time uses the run's search settings) and
+# ``params.msgpack`` (the parameters in flax's msgpack format). An orbax checkpoint is a
+# directory tied to orbax's layout, with optimizer state and replay buffer a shipped
+# network never needs; a msgpack file is one small self-describing file any flax reads.
+
+EXPORT_CONFIG, EXPORT_PARAMS, EXPORT_INFO = "config.json", "params.msgpack", "info.json"
+
+
+class ExportError(CheckpointError):
+    """An exported network whose files are missing, unreadable or do not match."""
+
+
+def save_exported(model: TrainedModel, directory: str | os.PathLike, info: dict | None = None) -> str:
+    """Write ``model`` (e.g. :func:`load_agent`'s) as ``config.json`` + ``params.msgpack``
+    (and ``info`` as ``info.json``) in ``directory``; returns the directory."""
+    from flax import serialization
+
+    os.makedirs(directory, exist_ok=True)
+    config = model.config.to_dict()
+    config["run_dir"] = "runs/{name}"  # where it was trained does not travel
+    with open(os.path.join(directory, EXPORT_CONFIG), "w") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
+    with open(os.path.join(directory, EXPORT_PARAMS), "wb") as f:
+        f.write(serialization.to_bytes(jax.device_get(model.params)))
+    if info is not None:
+        with open(os.path.join(directory, EXPORT_INFO), "w") as f:
+            json.dump(info, f, indent=2)
+            f.write("\n")
+    return os.path.abspath(directory)
+
+
+def load_exported(directory: str | os.PathLike) -> TrainedModel:
+    """The network :func:`save_exported` wrote in ``directory``: nothing but its two files
+    is read. Raises :class:`ExportError` when they are missing, unreadable, do not match
+    the config's network, or hold non-finite values."""
+    from flax import serialization
+
+    config_path = os.path.join(directory, EXPORT_CONFIG)
+    params_path = os.path.join(directory, EXPORT_PARAMS)
+    if not os.path.isfile(config_path) or not os.path.isfile(params_path):
+        raise ExportError(f"no exported network in {directory}: expected {EXPORT_CONFIG} and {EXPORT_PARAMS} "
+                          f"(python experiments/export_champion.py RUN_DIR writes them)")
+    try:
+        with open(config_path) as f:
+            config = TrainConfig.from_dict(json.load(f))
+    except (ValueError, TypeError) as e:  # ConfigError is a ValueError
+        raise ExportError(f"{config_path} is not a usable config: {e}") from None
+    game = get_game(config.game)
+    network = make_network(config.network, game)
+    shapes = jax.eval_shape(lambda key: init_params(network, key, game.observation_size), jax.random.key(0))
+    target = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes)
+    try:
+        with open(params_path, "rb") as f:
+            params = serialization.from_bytes(target, f.read())
+    except (ValueError, KeyError, TypeError) as e:
+        raise ExportError(f"{params_path} does not match the network of {config_path}: {e}") from None
+    shapes_found = jax.tree.map(np.shape, params)
+    if shapes_found != jax.tree.map(np.shape, target):
+        raise ExportError(f"{params_path} holds parameters of other shapes than the network of {config_path}")
+    bad = non_finite_leaf(params)
+    if bad is not None:
+        raise ExportError(f"{params_path}: non-finite values (or beyond ±{IMPLAUSIBLE_MAGNITUDE:g}) in {bad}")
+    return TrainedModel(network=network, params=jax.tree.map(jax.numpy.asarray, params), config=config,
+                        iteration=_exported_iteration(directory), path=os.path.abspath(directory), game=game)
+
+
+def _exported_iteration(directory) -> int:
+    try:
+        with open(os.path.join(directory, EXPORT_INFO)) as f:
+            return int(json.load(f).get("iteration", 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0

@@ -14,6 +14,14 @@ Two torsos share the same heads:
   zero is an empty queue place: it is masked out as an attention key and left out
   of the pooling, so empty places cannot influence the output.
 
+With ``afterstates: true`` the network also computes the game's afterstate features
+from its input (``Game.afterstate_features(observation) -> [A, F]``: for each action,
+the known result of playing it, by the game's engine). A per-move MLP shared by all
+actions reads ``[afterstate_a, torso features]`` and
+adds a logit per action to the policy head's, and the value and score heads also see
+the max over the legal moves of its hidden units: one ply of calculation inside the
+network, where the raw policy can use it.
+
 Which slice of the observation holds the tokens is the game's
 :class:`~beastybar_jax.games.TokenLayout` (``Game.observation_tokens``: ``start``,
 ``num_tokens``, ``features``); :func:`make_network` takes it from the game, so the
@@ -26,7 +34,7 @@ in float32 and the heads run in float32, so every output is float32.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import chex
 import flax.linen as nn
@@ -53,6 +61,9 @@ class NetworkConfig:
       dtype: compute dtype, ``"float32"`` or ``"bfloat16"``; parameters stay float32.
       aux_score_head: predict the final score margin (own minus opponent bar points,
         divided by 10); when off, ``score_margin`` is all zeros.
+      afterstates: score each move also from its afterstate features (module
+        docstring); needs a game with ``afterstate_features``.
+      afterstate_width: hidden size of the per-move MLP.
     """
 
     torso: str = "mlp"
@@ -61,6 +72,8 @@ class NetworkConfig:
     num_heads: int = 4
     dtype: str = "float32"
     aux_score_head: bool = True
+    afterstates: bool = False
+    afterstate_width: int = 32
 
     def __post_init__(self):
         if self.torso not in TORSOS:
@@ -71,6 +84,8 @@ class NetworkConfig:
             raise ValueError(f"network.width must be a positive integer, got {self.width!r}")
         if not isinstance(self.depth, int) or self.depth < 0:
             raise ValueError(f"network.depth must be an integer >= 0, got {self.depth!r}")
+        if not isinstance(self.afterstate_width, int) or self.afterstate_width < 1:
+            raise ValueError(f"network.afterstate_width must be a positive integer, got {self.afterstate_width!r}")
         if self.torso == "attention":
             if not isinstance(self.num_heads, int) or self.num_heads < 1:
                 raise ValueError(f"network.num_heads must be a positive integer, got {self.num_heads!r}")
@@ -202,6 +217,25 @@ class AttentionTorso(nn.Module):
         return jnp.concatenate([tokens[..., 0, :], card_mean], axis=-1)
 
 
+class AfterstateScorer(nn.Module):
+    """``[B, A, F]`` afterstates and ``[B, D]`` torso features -> ``[B, A]`` move logits and
+    ``[B, width]`` pooled move features (max over the legal moves; a legal move's row
+    has ``afterstates[..., 0] == 1``, an illegal one is all zero)."""
+
+    width: int
+
+    @nn.compact
+    def __call__(self, afterstates, features):
+        h = nn.Dense(self.width, name="afterstate_in")(afterstates)
+        h = h + nn.Dense(self.width, use_bias=False, name="context_in")(features)[..., None, :]
+        h = nn.relu(h)
+        h = nn.relu(nn.Dense(self.width, name="move_hidden")(h))
+        logits = nn.Dense(1, kernel_init=_HEAD_INIT, name="move_logit")(h)[..., 0]
+        legal = afterstates[..., :1] > 0
+        pooled = jnp.max(jnp.where(legal, h, 0.0), axis=-2)  # relu outputs are >= 0
+        return logits, pooled
+
+
 class PolicyValueNet(nn.Module):
     """Observation ``[B, O]`` -> :class:`NetworkOutput`.
 
@@ -210,17 +244,26 @@ class PolicyValueNet(nn.Module):
       num_actions: ``A``, size of the policy head.
       token_layout: token layout for the attention torso (``None`` for games without
         tokens; ignored by ``"mlp"``).
+      afterstates: the game's ``afterstate_features`` (``config.afterstates`` only).
     """
 
     config: NetworkConfig
     num_actions: int
     token_layout: Optional[TokenLayout] = None
+    afterstates: Optional[Callable[[jax.Array], jax.Array]] = None
 
     @nn.compact
     def __call__(self, observation) -> NetworkOutput:
         cfg = self.config
         dtype = cfg.compute_dtype
         observation = jnp.asarray(observation, jnp.float32)
+        if cfg.afterstates:
+            if self.afterstates is None:
+                raise ValueError("network.afterstates: build the network with make_network(config, game) from a "
+                                 "game with afterstate_features")
+            flat = observation.reshape(-1, observation.shape[-1])
+            afterstates = jax.vmap(self.afterstates)(flat)
+            afterstates = afterstates.reshape(*observation.shape[:-1], *afterstates.shape[1:])
         if cfg.torso == "mlp":
             features = MLPTorso(cfg.width, cfg.depth, dtype)(observation)
         else:
@@ -235,6 +278,10 @@ class PolicyValueNet(nn.Module):
         features = features.astype(jnp.float32)
         head = lambda size, name: nn.Dense(size, param_dtype=jnp.float32, kernel_init=_HEAD_INIT, name=name)
         policy_logits = head(self.num_actions, "policy_head")(features)
+        if cfg.afterstates:
+            move_logits, pooled = AfterstateScorer(cfg.afterstate_width, name="afterstates")(afterstates, features)
+            policy_logits = policy_logits + move_logits
+            features = jnp.concatenate([features, pooled], axis=-1)
         value = jnp.tanh(head(1, "value_head")(features)[..., 0])
         if cfg.aux_score_head:
             score_margin = head(1, "score_head")(features)[..., 0]
@@ -251,12 +298,20 @@ def make_network(config: NetworkConfig, game: Game | int,
     ``game`` may also be a number of actions, with ``token_layout`` given explicitly."""
     if not isinstance(config, NetworkConfig):
         raise TypeError(f"make_network expects a NetworkConfig, got {type(config).__name__}")
+    afterstates = None
     if isinstance(game, Game):
         num_actions, token_layout = game.num_actions, token_layout or game.observation_tokens
+        if config.afterstates:
+            if game.afterstate_features is None:
+                raise ValueError(f"network.afterstates needs a game with afterstate features; {game.name} has "
+                                 f"none: set network.afterstates: false")
+            afterstates = game.afterstate_features
     else:
         num_actions = int(game)
+        if config.afterstates:
+            raise ValueError("network.afterstates needs the Game (its afterstate_features), not a number of actions")
     layout = None if token_layout is None else TokenLayout(*token_layout)
-    return PolicyValueNet(config=config, num_actions=num_actions, token_layout=layout)
+    return PolicyValueNet(config=config, num_actions=num_actions, token_layout=layout, afterstates=afterstates)
 
 
 def init_params(network: PolicyValueNet, key: jax.Array, observation_size: int):

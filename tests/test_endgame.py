@@ -263,7 +263,7 @@ def test_solver_agent_specs():
             make_agent(bad)
     tictactoe = get_game("tictactoe")
     assert "solver+<agent>" in agent_names("beastybar") and "solver+<agent>" not in agent_names(tictactoe)
-    with pytest.raises(AgentSpecError, match="Beasty Bar only"):
+    with pytest.raises(AgentSpecError, match="plays beastybar only"):
         make_agent("solver+random", game=tictactoe)
 
 
@@ -297,6 +297,32 @@ def test_the_suite_margins_are_exact(suite, endgames, solve):
     np.testing.assert_array_equal(np.where(sample.legal, solution.action_margin, 0), sample.action_margin)
 
 
+def test_exact_policy_targets_are_the_result_keeping_moves_of_the_suite(suite, endgames, solve):
+    """The policy target of a solved position (``selfplay.exact_policy_target`` on the
+    solver's result-keeping moves, as ``alphazero.exact_policy_targets`` makes it) has
+    as support exactly the moves whose exact margin has the position's sign, from the
+    suite's stored margins; a search target with no weight on them gives way to uniform."""
+    from beastybar_jax.alphazero.selfplay import exact_policy_target
+
+    size = endgames.turn.shape[0]
+    sample = suite.subset(np.linspace(0, len(suite) - 1, size).astype(int))
+    solution = solve(sample.states, "results")
+    keeps = np.asarray(solution.result_optimal_actions) & sample.legal
+    optimal = sample.legal & (np.sign(sample.action_margin) == sample.result[:, None])
+    uniform = sample.legal / sample.legal.sum(-1, keepdims=True)
+    target = np.asarray(exact_policy_target(jnp.asarray(uniform), jnp.asarray(keeps), jnp.asarray(solution.solved)))
+    assert np.asarray(solution.solved).all()
+    np.testing.assert_array_equal(target > 0, optimal)
+    np.testing.assert_allclose(target[optimal], (1 / optimal.sum(-1, keepdims=True)).repeat(optimal.shape[1], 1)[optimal],
+                               rtol=1e-6)
+    assert (optimal.sum(-1) < sample.legal.sum(-1)).any()  # some moves are thrown away
+    throwing = ~optimal & sample.legal  # a search that only likes those moves
+    only_bad = np.where(throwing, 1.0, 0.0) / np.maximum(throwing.sum(-1, keepdims=True), 1)
+    target = np.asarray(exact_policy_target(jnp.asarray(only_bad), jnp.asarray(keeps), jnp.asarray(solution.solved)))
+    rows = throwing.any(-1)
+    np.testing.assert_array_equal(target[rows] > 0, optimal[rows])
+
+
 def test_endgame_scores(suite):
     from beastybar_jax.games.beastybar.endgame.suite import evaluate_agent, score_moves
 
@@ -316,12 +342,13 @@ def test_endgame_scores(suite):
 # ----------------------------------------------------------------------------- exact value targets
 
 
-def test_exact_value_targets_are_the_solvers_results(endgames, solve):
-    """Self-play with exact value targets (``alphazero.exact_value_targets``): every
-    stored position the solver can solve has its exact result for the player to move
-    as value target, both where its game ended in the iteration that played it (the
-    replay buffer is corrected) and where the game went on into the next iteration
-    (the value waits beside the trajectory)."""
+def test_exact_value_and_policy_targets_are_the_solvers(endgames, solve):
+    """Self-play with exact value and policy targets (``alphazero.exact_value_targets``,
+    ``exact_policy_targets``): every stored position the solver can solve has its exact
+    result for the player to move as value target, and a policy target on the moves
+    that keep that result only, both where its game ended in the iteration that played
+    it (the replay buffer is corrected) and where the game went on into the next
+    iteration (the value waits beside the trajectory)."""
     from jax.flatten_util import ravel_pytree
 
     from beastybar_jax import search
@@ -335,7 +362,8 @@ def test_exact_value_targets_are_the_solvers_results(endgames, solve):
 
     def iteration(state, buffer, key):
         return selfplay.play_moves(spy, search.uniform_evaluator(spy), search_config, state, buffer, key, moves,
-                                   temperature=1.0, temperature_drop_move=24, exact_value_budget=0)
+                                   temperature=1.0, temperature_drop_move=24, exact_value_budget=0,
+                                   exact_policy_targets=True)
 
     state = selfplay.init(spy, jax.random.key(1), num_games, exact_value_targets=True)
     buffer = replay.init(1024, spy.observation_size, spy.num_actions)
@@ -344,15 +372,23 @@ def test_exact_value_targets_are_the_solvers_results(endgames, solve):
     size = endgames.turn.shape[0]
 
     def expected(observations):
-        """``(solvable, exact result)`` of the states behind the observations."""
+        """``(solvable, exact result, result-keeping moves)`` of the states behind the observations."""
         states = jax.vmap(unravel)(jnp.asarray(observations))
         solvable = np.asarray(is_solvable_batch(states))
         index = np.flatnonzero(solvable)
         assert 0 < index.size <= size
         padded = np.concatenate([index, np.full(size - index.size, index[0])])
         result = np.zeros(solvable.shape, np.float32)
-        result[index] = solve(take(states, padded), "results").result[:index.size]
-        return solvable, result
+        keeps = np.zeros(solvable.shape + (game.NUM_ACTIONS,), bool)
+        solution = solve(take(states, padded), "results")
+        result[index] = solution.result[:index.size]
+        keeps[index] = np.asarray(solution.result_optimal_actions)[:index.size]
+        return solvable, result, keeps
+
+    def check_policies(policy, solvable, keeps):
+        """Solved positions: a distribution on result-keeping moves only."""
+        np.testing.assert_allclose(policy[solvable].sum(-1), 1.0, rtol=1e-5)
+        assert not (policy[solvable] > 0)[~keeps[solvable]].any()
 
     # Iteration 1: 18 moves, no game over yet; the solvable positions played so far
     # (from the 16th play on) are solved and wait in the state.
@@ -360,15 +396,19 @@ def test_exact_value_targets_are_the_solvers_results(endgames, solve):
     assert int(buffer.size) == 0 and int(stats.exact_targets) > 0
     length = np.asarray(state.length)
     recorded = np.arange(state.trajectory.player.shape[1])[None, :] < length[:, None]
-    solvable, result = expected(np.asarray(state.trajectory.observation)[recorded])
+    solvable, result, keeps = expected(np.asarray(state.trajectory.observation)[recorded])
     np.testing.assert_array_equal(np.asarray(state.exact_known)[recorded], solvable)
     np.testing.assert_array_equal(np.asarray(state.exact_value)[recorded][solvable], result[solvable])
+    check_policies(np.asarray(state.trajectory.policy)[recorded], solvable, keeps)
 
     # Iteration 2: the games end and reach the buffer; then new games start.
     state, buffer, stats = play(state, buffer, jax.random.key(4))
     stored = jax.tree.map(lambda x: np.asarray(x)[:int(buffer.size)], buffer.records)
     assert int(stats.games_finished) >= num_games
-    solvable, result = expected(stored.observation)
+    solvable, result, keeps = expected(stored.observation)
     assert solvable.sum() >= 5 * num_games
     np.testing.assert_array_equal(stored.value[solvable], result[solvable])
+    check_policies(stored.policy, solvable, keeps)
+    # Some solved positions have moves that throw the result away, and none is a target.
+    assert (stored.legal_mask[solvable] & ~keeps[solvable]).any()
     assert np.isin(stored.value, [-1.0, 0.0, 1.0]).all()

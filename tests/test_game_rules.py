@@ -12,58 +12,10 @@ import pytest
 from beastybar_jax.games import beastybar as game
 from beastybar_jax.games.beastybar import actions as A
 from beastybar_jax.games.beastybar import cards as C
+from helpers.positions import act, card, position
 
 step = jax.jit(game.step)
 legal_action_mask = jax.jit(game.legal_action_mask)
-
-
-def card(owner: int, name: str) -> int:
-    return owner * C.NUM_SPECIES + C.species_id(name)
-
-
-def act(name: str, acting: str | None = None, param: int = 0) -> int:
-    """Action id: ``act("parrot", param=2)``, ``act("chameleon", "seal")``."""
-    return game.action_id(C.species_id(name), None if acting is None else C.species_id(acting), param)
-
-
-def position(queue=(), hands=((), ()), decks=((), ()), bar=((), ()), mover=0, turn=10, thats_it=None):
-    """A state from readable parts. ``queue``: ``[(owner, species name)]`` front
-    first; ``hands``/``bar``: species names per player; ``decks``: species names in
-    draw order per player. Cards placed nowhere go to THAT'S IT, so every card is
-    somewhere."""
-    queue_cards = [card(o, s) for o, s in queue] + [-1] * (C.QUEUE_SLOTS - len(queue))
-    hand = np.zeros((2, C.NUM_SPECIES), bool)
-    deck = np.full((2, C.DECK_SIZE), -1, np.int8)
-    bar_mask = np.zeros((2, C.NUM_SPECIES), bool)
-    for p in range(2):
-        for s in hands[p]:
-            hand[p, C.species_id(s)] = True
-        for i, s in enumerate(decks[p]):
-            deck[p, i] = C.species_id(s)
-        for s in bar[p]:
-            bar_mask[p, C.species_id(s)] = True
-    placed = np.zeros(C.NUM_CARDS, int)
-    for c in queue_cards:
-        if c >= 0:
-            placed[c] += 1
-    placed += hand.reshape(-1) + bar_mask.reshape(-1)
-    for p in range(2):
-        for s in deck[p]:
-            if s >= 0:
-                placed[p * C.NUM_SPECIES + s] += 1
-    assert placed.max() <= 1, "a card is placed twice"
-    out = placed.reshape(2, C.NUM_SPECIES) == 0 if thats_it is None else np.asarray(thats_it)
-    return game.State(
-        queue=jnp.asarray(queue_cards, jnp.int8),
-        hand=jnp.asarray(hand),
-        deck=jnp.asarray(deck),
-        bar=jnp.asarray(bar_mask),
-        thats_it=jnp.asarray(out),
-        current_player=jnp.asarray(mover, jnp.int8),
-        turn=jnp.asarray(turn, jnp.int8),
-        terminated=jnp.asarray(False),
-        rewards=jnp.zeros(2, jnp.float32),
-    )
 
 
 def queue_of(state) -> list[tuple[int, str]]:

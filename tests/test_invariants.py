@@ -14,42 +14,10 @@ from beastybar_jax.games import beastybar as game
 from beastybar_jax.games.beastybar import cards as C
 
 from helpers import random_playout
+from helpers.positions import invariants
 
 NUM_GAMES = 10_240
 POINTS = jnp.asarray(C.POINTS)
-
-
-def invariants(state) -> dict:
-    """``bool[]`` checks of one state between turns."""
-    cards = jnp.arange(C.NUM_CARDS)
-    owner, species = cards // C.NUM_SPECIES, cards % C.NUM_SPECIES
-    queue = state.queue.astype(jnp.int32)
-    in_queue = jnp.sum(queue[:, None] == cards[None, :], axis=0)
-    in_deck = jnp.sum(
-        (state.deck.astype(jnp.int32)[owner] == species[:, None]), axis=1
-    )
-    places = (in_queue + in_deck + state.hand.reshape(-1) + state.bar.reshape(-1)
-              + state.thats_it.reshape(-1))
-    occupied = queue >= 0
-    deck_filled = state.deck >= 0
-    bar_points = jnp.sum(jnp.where(state.bar, POINTS, 0), axis=-1)
-    outcome = jnp.sign(bar_points[0] - bar_points[1]).astype(jnp.float32)
-    mask = game.legal_action_mask(state)
-    return dict(
-        every_card_in_one_place=jnp.all(places == 1),
-        queue_at_most_four=~occupied[4],
-        queue_packed_to_the_front=jnp.all(occupied[:-1] | ~occupied[1:]),
-        decks_packed_to_the_front=jnp.all(deck_filled[:, :-1] | ~deck_filled[:, 1:]),
-        hand_at_most_four=jnp.all(jnp.sum(state.hand, -1) <= C.HAND_SIZE),
-        full_hand_while_deck_lasts=jnp.all(~deck_filled[:, 0] | (jnp.sum(state.hand, -1) == C.HAND_SIZE)),
-        at_most_24_turns=state.turn <= C.NUM_CARDS,
-        rewards_zero_sum=jnp.sum(state.rewards) == 0,
-        rewards_only_at_the_end=state.terminated | jnp.all(state.rewards == 0),
-        scores_are_bar_points=jnp.all(state.scores == bar_points),
-        rewards_follow_the_scores=~state.terminated | jnp.all(state.rewards == jnp.stack([outcome, -outcome])),
-        a_legal_move_while_playing=state.terminated | jnp.any(mask),
-        no_legal_move_once_over=~state.terminated | ~jnp.any(mask),
-    )
 
 
 @pytest.fixture(scope="module")

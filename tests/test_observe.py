@@ -125,7 +125,8 @@ def test_sample_world_keeps_what_the_player_knows(positions):
     # Hidden things do change.
     assert np.mean(np.any(worlds.deck != positions.deck, axis=(1, 2))) > 0.5
     # A world is a sound game state: stepping it with a legal move keeps every card once.
-    from test_invariants import invariants
+    from helpers.positions import invariants
+
     checks = jax.jit(jax.vmap(invariants))(worlds)
     assert all(bool(np.all(v)) for v in jax.device_get(checks).values())
 

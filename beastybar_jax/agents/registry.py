@@ -12,6 +12,11 @@ Specs::
     checkpoint:<path>@sims=<N>[@worlds=<K>][@algo=gumbel|puct]
                                            trained network + search (the run's
                                            search config, with these overrides)
+    champion[@sims=<N>][@worlds=<K>][@algo=gumbel|puct]
+                                           Beasty Bar only: the network shipped in the
+                                           package (Game.networks, read by
+                                           beastybar_jax.checkpoint.load_exported),
+                                           raw or with search like checkpoint:<path>
     solver+<agent>                         Beasty Bar only: exact endgame play where the
                                            position is solvable, <agent> (any spec above)
                                            elsewhere (beastybar_jax.games.beastybar.endgame)
@@ -34,10 +39,12 @@ from beastybar_jax import checkpoint
 from beastybar_jax.games import GAME_NAMES, Game, get_game
 
 _GENERIC = ("random", "mcts-<N>", "checkpoint:<path>", "checkpoint:<path>@sims=<N>")
-# Every game's own agents and wrappers, by name (Game.agents, Game.agent_wrappers).
+# Every game's own agents, wrappers and shipped networks, by name (Game.agents,
+# Game.agent_wrappers, Game.networks).
 AGENT_NAMES = tuple(dict.fromkeys(
     [*_GENERIC[:1], *(n for g in GAME_NAMES for n, _ in get_game(g).agents), *_GENERIC[1:],
-     *(f"{n}+<agent>" for g in GAME_NAMES for n, _ in get_game(g).agent_wrappers)]))
+     *(f"{n}+<agent>" for g in GAME_NAMES for n, _ in get_game(g).agent_wrappers),
+     *(name for g in GAME_NAMES for n, _ in get_game(g).networks for name in (n, f"{n}@sims=<N>"))]))
 
 
 def _game(game: Game | str) -> Game:
@@ -53,12 +60,13 @@ def agent_names(game: Game | str = "beastybar") -> tuple[str, ...]:
     """The registry names that play ``game``."""
     game = _game(game)
     return (_GENERIC[:1] + tuple(n for n, _ in game.agents) + _GENERIC[1:]
-            + tuple(f"{n}+<agent>" for n, _ in game.agent_wrappers))
+            + tuple(f"{n}+<agent>" for n, _ in game.agent_wrappers)
+            + tuple(name for n, _ in game.networks for name in (n, f"{n}@sims=<N>")))
 
 
 def _plays(name: str) -> list[str]:
-    """The games that have their own agent ``name``."""
-    return [g for g in GAME_NAMES if name in dict(get_game(g).agents)]
+    """The games that have their own agent ``name`` (a baseline or a shipped network)."""
+    return [g for g in GAME_NAMES if name in dict(get_game(g).agents) or name in dict(get_game(g).networks)]
 _OPTION = re.compile(r"^(?P<key>[a-z_]+)=(?P<value>[A-Za-z0-9_.\-]+)$")
 _MCTS = re.compile(r"^mcts-(?P<sims>\d+)$")
 _ALGORITHMS = ("gumbel", "puct")
@@ -70,7 +78,8 @@ class AgentSpecError(ValueError):
 
 def _help() -> str:
     return ("known agents: " + ", ".join(AGENT_NAMES)
-            + "; options: mcts-N@worlds=K@algo=gumbel|puct@playouts=P, checkpoint:<path>@sims=N@worlds=K@algo=...")
+            + "; options: mcts-N@worlds=K@algo=gumbel|puct@playouts=P, checkpoint:<path>@sims=N@worlds=K@algo=..., "
+            "champion@sims=N@worlds=K@algo=...")
 
 
 def split_options(spec: str) -> tuple[str, dict[str, str]]:
@@ -154,7 +163,7 @@ def make_agent(spec: str, *, game: Game | None = None) -> Agent:
     if base in own:
         _check_options(spec, options, ())
         return Agent(base, own[base]())
-    if _plays(base):
+    if _plays(base) and base not in dict(game.networks):
         raise AgentSpecError(f"agent {base!r} plays {', '.join(_plays(base))} only, not {game.name}; agents for "
                              f"{game.name}: {', '.join(agent_names(game))}")
 
@@ -169,25 +178,30 @@ def make_agent(spec: str, *, game: Game | None = None) -> Agent:
             num_playouts=_positive_int(spec, "playouts", options.get("playouts", "1")),
             game=game, name=spec)
 
-    if base.startswith("checkpoint:"):
+    shipped = dict(game.networks)
+    if base.startswith("checkpoint:") or base in shipped:
         path = base[len("checkpoint:"):]
-        if not path:
+        if not path and base not in shipped:
             raise AgentSpecError(f"agent spec {spec!r} names no path; write checkpoint:<run dir>")
         _check_options(spec, options, ("sims", "worlds", "algo"))
         if ("worlds" in options or "algo" in options) and "sims" not in options:
             raise AgentSpecError(f"agent spec {spec!r}: worlds/algo only apply with search; add @sims=<N>")
-        model = checkpoint.load_agent(path)
+        if base in shipped:  # a network shipped with the game (Game.networks): files in the package
+            model = checkpoint.load_exported(shipped[base])
+        else:
+            model = checkpoint.load_agent(path)
         if model.config.game != game.name:
-            raise AgentSpecError(f"agent spec {spec!r}: that checkpoint plays {model.config.game}, not {game.name}")
+            raise AgentSpecError(f"agent spec {spec!r}: that network plays {model.config.game}, not {game.name}")
+        network, params = model.network, model.params
         if "sims" not in options:
-            return network_agent(model.network, model.params, name=spec, game=game)
+            return network_agent(network, params, name=spec, game=game)
         changes = {"num_simulations": _positive_int(spec, "sims", options["sims"])}
         if "worlds" in options:
             changes["num_determinizations"] = _positive_int(spec, "worlds", options["worlds"])
         if "algo" in options:
             changes["algorithm"] = _algorithm(spec, options["algo"])
         search = search_config_with(model.config.search, **changes)
-        return network_agent(model.network, model.params, search=search, name=spec, game=game)
+        return network_agent(network, params, search=search, name=spec, game=game)
 
     if base.startswith("mcts"):
         raise AgentSpecError(f"agent spec {spec!r}: write mcts-<N> with N simulations, e.g. mcts-200")

@@ -144,6 +144,7 @@ def make_iteration(config, game, network, optimizer, mesh=None):
             temperature=az.temperature, temperature_drop_move=az.temperature_drop_move,
             final_temperature=az.final_temperature, constrain=constrain,
             exact_value_budget=az.exact_value_budget,
+            exact_policy_targets=az.exact_policy_targets,
         )
         ready = (replay.size >= az.min_buffer_size) & (az.updates_per_iteration > 0)
         params, opt_state, learn_metrics = jax.lax.cond(ready, learn, skip, state.params, state.opt_state, replay,

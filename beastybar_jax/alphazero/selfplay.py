@@ -16,6 +16,11 @@ game already ended (and was inserted) during the iteration are corrected in the
 replay buffer, at the slots they went to; positions of games still running keep
 their exact values beside the trajectory until their game is labelled.
 
+Exact policy targets (``alphazero.exact_policy_targets``, with exact value targets):
+the same batch also gives each solved position's result-keeping moves
+(``Game.exact_actions``), and its policy target becomes the search's target restricted
+to those moves (:func:`exact_policy_target`), written where its value target goes.
+
 Everything here takes the game as a parameter (:class:`beastybar_jax.games.Game`);
 nothing is specific to Beasty Bar.
 """
@@ -108,6 +113,7 @@ class PlayedPositions:
       first_slot: ``int32`` where a game that ended went in the replay ring: the slot of
         its first position (the others follow, modulo the capacity).
       first_count: ``int32`` the buffer's ``total_inserted`` counter for that position.
+      policy: ``float32[A]`` the search's policy target of the position.
     """
 
     games: Any
@@ -115,6 +121,7 @@ class PlayedPositions:
     done: chex.Array
     first_slot: chex.Array
     first_count: chex.Array
+    policy: chex.Array
 
 
 def init(game: Game, key: jax.Array, num_games: int, exact_value_targets: bool = False) -> SelfPlayState:
@@ -224,7 +231,8 @@ def _play_move(game, evaluate, search_config, state: SelfPlayState, replay: Repl
         before = jnp.cumsum(row_count) - row_count
         played = PlayedPositions(games=games, index=state.length, done=done,
                                  first_slot=(replay.write_index + before) % replay.capacity,
-                                 first_count=replay.total_inserted + before)
+                                 first_count=replay.total_inserted + before,
+                                 policy=record.policy)
     replay = replay_lib.insert(replay, flat, valid.reshape(-1))
 
     fresh = jax.vmap(game.init)(jax.random.split(reset_key, num_games))
@@ -254,17 +262,35 @@ def _play_move(game, evaluate, search_config, state: SelfPlayState, replay: Repl
     return constrain(new_state), replay, stats, played
 
 
+def exact_policy_target(search_policy: jax.Array, keeps: jax.Array, solved: jax.Array) -> jax.Array:
+    """``float32[N, A]`` policy targets of solved positions: the search's target
+    (``[N, A]``) restricted to the result-keeping moves ``keeps`` (``bool[N, A]``) and
+    renormalized, or uniform over them where the search gave them no weight. The
+    search's target where a position is not ``solved`` or no move is marked."""
+    keeps = keeps & solved[:, None]
+    kept = jnp.where(keeps, search_policy, 0.0)
+    mass = jnp.sum(kept, axis=-1, keepdims=True)
+    count = jnp.sum(keeps, axis=-1, keepdims=True)
+    target = jnp.where(mass > 0, kept / jnp.maximum(mass, 1e-30), keeps / jnp.maximum(count, 1))
+    return jnp.where(count > 0, target, search_policy).astype(jnp.float32)
+
+
 def apply_exact_values(game: Game, state: ExactSelfPlayState, replay: ReplayBuffer, played: PlayedPositions,
-                       budget: int = 0):
+                       budget: int = 0, exact_policy: bool = False):
     """Solve the positions played in the last ``M`` moves (``played``: ``[M, B]``) in one
     batch with ``game.exact_values`` and make each solved one's value target its exact
     result: in the replay buffer for games that ended (unless the ring has overwritten
-    the record since), beside the trajectory for games still running. Returns
-    ``(state, replay, number of positions solved)``."""
+    the record since), beside the trajectory for games still running. With
+    ``exact_policy`` (``game.exact_actions``) its policy target also becomes
+    :func:`exact_policy_target`. Returns ``(state, replay, number of positions solved)``."""
     num_moves, num_games = played.index.shape
     capacity = replay.capacity
     flat = jax.tree.map(lambda x: x.reshape((num_moves * num_games,) + x.shape[2:]), played.games)
-    solved, value = game.exact_values(flat, budget)
+    if exact_policy:
+        solved, value, keeps = game.exact_actions(flat, budget)
+        policy = exact_policy_target(played.policy.reshape(num_moves * num_games, -1), keeps, solved)
+    else:
+        solved, value = game.exact_values(flat, budget)
     solved = solved.reshape(num_moves, num_games)
     value = value.reshape(num_moves, num_games).astype(jnp.float32)
 
@@ -280,8 +306,11 @@ def apply_exact_values(game: Game, state: ExactSelfPlayState, replay: ReplayBuff
     inserted_since = replay.total_inserted - (at_end(played.first_count) + played.index)
     write = solved & ended & (inserted_since <= capacity)
     records = replay.records
-    new_value = records.value.at[jnp.where(write, slot, capacity).reshape(-1)].set(value.reshape(-1), mode="drop")
-    replay = replay.replace(records=records.replace(value=new_value))
+    write_slots = jnp.where(write, slot, capacity).reshape(-1)
+    records = records.replace(value=records.value.at[write_slots].set(value.reshape(-1), mode="drop"))
+    if exact_policy:
+        records = records.replace(policy=records.policy.at[write_slots].set(policy, mode="drop"))
+    replay = replay.replace(records=records)
 
     keep = solved & ~ended
     max_length = state.exact_value.shape[1]
@@ -290,17 +319,23 @@ def apply_exact_values(game: Game, state: ExactSelfPlayState, replay: ReplayBuff
         exact_value=state.exact_value.at[rows.reshape(-1), column].set(value.reshape(-1), mode="drop"),
         exact_known=state.exact_known.at[rows.reshape(-1), column].set(True, mode="drop"),
     )
+    if exact_policy:
+        trajectory = state.trajectory
+        state = state.replace(trajectory=trajectory.replace(
+            policy=trajectory.policy.at[rows.reshape(-1), column].set(policy, mode="drop")))
     return state, replay, jnp.sum(solved, dtype=jnp.int32)
 
 
 def play_moves(game: Game, evaluate: search_lib.Evaluator, search_config: search_lib.SearchConfig,
                state: SelfPlayState, replay: ReplayBuffer, key: jax.Array, num_moves: int, *,
                temperature: float = 1.0, temperature_drop_move: int = 0, final_temperature: float = 0.0,
-               constrain: Callable[[Any], Any] = lambda x: x, exact_value_budget: int = 0):
+               constrain: Callable[[Any], Any] = lambda x: x, exact_value_budget: int = 0,
+               exact_policy_targets: bool = False):
     """``num_moves`` moves in every game (a ``lax.scan``). Returns ``(state, replay, stats)``
     with ``stats`` summed over the moves. With a ``state`` made for exact value targets
     (``init(..., exact_value_targets=True)``) the positions played are then solved
-    (:func:`apply_exact_values`, within ``exact_value_budget`` solver iterations)."""
+    (:func:`apply_exact_values`, within ``exact_value_budget`` solver iterations;
+    ``exact_policy_targets``: their policy targets too)."""
 
     def body(carry, move_key):
         state, replay = carry
@@ -314,7 +349,8 @@ def play_moves(game: Game, evaluate: search_lib.Evaluator, search_config: search
     (state, replay), (stats, played) = jax.lax.scan(body, (state, replay), jax.random.split(key, num_moves))
     stats = jax.tree.map(lambda x: jnp.sum(x, axis=0), stats)
     if played is not None:
-        state, replay, exact_targets = apply_exact_values(game, state, replay, played, exact_value_budget)
+        state, replay, exact_targets = apply_exact_values(game, state, replay, played, exact_value_budget,
+                                                          exact_policy=exact_policy_targets)
         state = constrain(state)
         stats = stats.replace(exact_targets=exact_targets)
     return state, replay, stats

@@ -279,12 +279,16 @@ def validate(config: TrainConfig, num_devices: int | None = None, game=None) -> 
     # __post_init__); here only what needs the game or the run.
     check(c.network.torso != "attention" or game.observation_tokens is not None, "network.torso",
           f"'attention' needs a game with observation tokens; {game.name} has none: use 'mlp'")
+    check(not c.network.afterstates or game.afterstate_features is not None, "network.afterstates",
+          f"needs a game with afterstate features (Game.afterstate_features); {game.name} has none: set it to false")
 
     section = c.section
     section.validate(num_games=c.num_games, max_game_length=game.max_game_length, prefix=c.algorithm + ".")
     if c.algorithm == "alphazero":
         check(not c.alphazero.exact_value_targets or game.exact_values is not None, "alphazero.exact_value_targets",
               f"needs a game with an exact solver (Game.exact_values); {game.name} has none: set it to false")
+        check(not c.alphazero.exact_policy_targets or game.exact_actions is not None, "alphazero.exact_policy_targets",
+              f"needs a game with an exact solver (Game.exact_actions); {game.name} has none: set it to false")
 
     if num_devices is not None and num_devices > 1:
         split = [("num_games", c.num_games)] + [(f"{c.algorithm}.{k}", getattr(section, k))

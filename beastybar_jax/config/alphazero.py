@@ -37,7 +37,11 @@ class AlphaZeroConfig:
     positions of each iteration are solved together, inside the compiled
     iteration, within ``exact_value_budget`` solver loop iterations (0: no limit;
     smallest positions first, so a budget leaves the largest ones with the
-    outcome as target). The policy and score-margin targets are unchanged.
+    outcome as target). The score-margin target is unchanged. With
+    ``exact_policy_targets`` (needs ``exact_value_targets``) a solved position's
+    policy target is also the search's target restricted to the moves that keep its
+    exact result (``Game.exact_actions``), renormalized (uniform over them where the
+    search gave them no weight).
     """
 
     # self-play
@@ -55,6 +59,7 @@ class AlphaZeroConfig:
     aux_loss_weight: float = 0.25  # used when network.aux_score_head is on
     exact_value_targets: bool = False  # value target = the solver's result where it has one
     exact_value_budget: int = 500  # solver loop iterations per training iteration (0: no limit)
+    exact_policy_targets: bool = False  # policy target = search target on the solver's result-keeping moves
 
     def validate(self, *, num_games: int, max_game_length: int, prefix: str = "alphazero.") -> None:
         """Raise ``ConfigError`` naming the key and the fix for an impossible value."""
@@ -74,6 +79,8 @@ class AlphaZeroConfig:
         check_at_least(self.batch_size, 1, k("batch_size"))
         check_at_least(self.updates_per_iteration, 0, k("updates_per_iteration"))
         check_at_least(self.exact_value_budget, 0, k("exact_value_budget"), " (0 = no limit)")
+        check(not self.exact_policy_targets or self.exact_value_targets, k("exact_policy_targets"),
+              "needs exact_value_targets: true (the same solve gives both)")
         for name in ("value_loss_weight", "aux_loss_weight"):
             check_finite_nonnegative(getattr(self, name), k(name))
 

@@ -82,6 +82,18 @@ class Game(NamedTuple):
     # within ``budget`` (a static work limit; 0: no limit), in the scale of ``rewards``.
     # Pure and jittable (AlphaZero's ``exact_value_targets``).
     exact_values: Optional[Callable[[Any, int], tuple]] = None
+    # exact_actions(states [N], budget) -> (bool[N] solved, float32[N] value, bool[N, A]
+    # keeps): ``exact_values`` plus the legal actions that keep the exact result
+    # (AlphaZero's ``exact_policy_targets``). Pure and jittable.
+    exact_actions: Optional[Callable[[Any, int], tuple]] = None
+    # Optional one ply of calculation for the network (``network.afterstates``):
+    # afterstate_features(observation float32[O]) -> float32[A, afterstate_size]: for each
+    # action of the player to move (the observer), the result of playing it as far as it
+    # is known before playing (all zero for an illegal action, and when the observer is
+    # not to move). A function of the observation, so it cannot use hidden cards; pure
+    # and jittable (the network calls it on its input).
+    afterstate_features: Optional[Callable[[jax.Array], jax.Array]] = None
+    afterstate_size: int = 0
     # The game's own agents, for the agents registry (beastybar_jax.agents.make_agent):
     # ((registry name, factory() -> act(state, key) -> int32[] action), ...). Agents that
     # play every game (random, mcts-N, checkpoints) live in beastybar_jax.agents.
@@ -104,7 +116,10 @@ class Game(NamedTuple):
     # both players see. None: the game has no exact analysis.
     exact_moves: Optional[Callable[[Any, jax.Array], dict]] = None
     exact_applies: Optional[Callable[[Any], bool]] = None
-
+    # Trained networks shipped with the game: ((registry name, directory), ...), each
+    # directory an exported network (beastybar_jax.checkpoint.save_exported: config.json +
+    # params.msgpack), played as "<name>" or "<name>@sims=<N>" (Beasty Bar's "champion").
+    networks: tuple = ()
 
 # The registered games (beastybar_jax.games.registry builds them; get_game loads them).
 GAME_NAMES = ("beastybar", "tictactoe")

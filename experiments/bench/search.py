@@ -67,7 +67,7 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
         params, evaluator_name = (), "uniform"
         make_evaluate = lambda params: uniform_evaluator(game)
     else:
-        network = make_network(base_config.network, game.num_actions, game.observation_tokens)
+        network = make_network(base_config.network, game)
         params = jax.jit(init_params, static_argnums=(0, 2))(network, key, game.observation_size)
         evaluator_name = common.network_name(base_config)
         make_evaluate = lambda params: network_evaluator(game, network, params)

@@ -1,14 +1,19 @@
 """Beasty Bar as a :class:`~beastybar_jax.games.Game`: the bundle search and training take."""
 
+import pathlib
+
 import jax
 import jax.numpy as jnp
 
 from beastybar_jax.games.base import Game, TokenLayout, as_player
-from beastybar_jax.games.beastybar import actions, cards, core, heuristics, render, state, view
+from beastybar_jax.games.beastybar import actions, afterstate, cards, core, heuristics, render, state, view
 from beastybar_jax.games.beastybar.observe import (OBSERVATION_LAYOUT, OBSERVATION_SIZE, QUEUE_FEATURES, QUEUE_TOKENS,
                                                   observe, sample_world)
 from beastybar_jax.games.beastybar.endgame import solver, suite
 from beastybar_jax.games.beastybar.solver_agent import solver_act
+
+# The networks shipped with the game (Game.networks): exported runs in the package.
+CHAMPION_DIR = pathlib.Path(__file__).resolve().parent / "champion"
 
 
 def _score_margin(s: state.State, player) -> jax.Array:
@@ -26,6 +31,12 @@ def _endgame_suite(num_positions: int = 0):
 def _exact_values(states: state.State, budget: int = 0):
     """``(solved bool[N], value float32[N])``: exact results of the solvable positions."""
     return solver.exact_values(states, budget)
+
+
+def _exact_actions(states: state.State, budget: int = 0):
+    """``(solved bool[N], value float32[N], keeps bool[N, 31])``: exact results and the
+    moves that keep them, of the solvable positions."""
+    return solver.exact_actions(states, budget)
 
 
 _QUEUE_START, _QUEUE_END = OBSERVATION_LAYOUT["queue"]
@@ -53,6 +64,9 @@ BEASTYBAR = Game(
     score_margin_scale=10.0,  # bar points: margins of a few points to ~20
     endgame_suite=_endgame_suite,
     exact_values=_exact_values,
+    exact_actions=_exact_actions,
+    afterstate_features=afterstate.afterstate_features,
+    afterstate_size=afterstate.AFTERSTATE_SIZE,
     agents=heuristics.AGENTS,
     agent_wrappers=(("solver", solver_act),),
     default_opponent="heuristic",
@@ -60,4 +74,5 @@ BEASTYBAR = Game(
     move_group=view.move_group,
     exact_moves=view.exact_moves,
     exact_applies=view.exact_applies,
+    networks=(("champion", CHAMPION_DIR),),
 )

@@ -630,6 +630,16 @@ def exact_values(states: game.State, budget: int = 0) -> tuple[jax.Array, jax.Ar
     return solution.solved, solution.result.astype(jnp.float32)
 
 
+def exact_actions(states: game.State, budget: int = 0) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(solved bool[N], value float32[N], keeps bool[N, A])``: :func:`exact_values` and,
+    for each solved position, the legal actions that keep its result (the game
+    interface's ``exact_actions`` hook: exact policy targets). Same budget rule."""
+    config = SolverConfig(mode="results", max_iterations=int(budget), smallest_first=True)
+    solution = solve(states, config)
+    keeps = solution.result_optimal_actions & solution.legal & solution.solved[:, None]
+    return solution.solved, solution.result.astype(jnp.float32), keeps
+
+
 # ----------------------------------------------------------------------------- one position at a time
 
 

@@ -1,0 +1,129 @@
+"""Afterstate features: one ply of calculation handed to the network.
+
+For each of the 31 actions of the player to move, the result of playing it that the
+player can know before playing: the queue after it, the cards that entered the bar
+and went to THAT'S IT, the points won, and whether the game ends there and how.
+The engine computes them (``core.step`` vmapped over the actions) on a state rebuilt
+from the mover's observation (:func:`known_state`): the mover's hand, the queue, the
+bars and THAT'S IT as they are, and only the *numbers* of the other cards. That is all
+a move's immediate result depends on: the draw that ends a turn changes the mover's
+hand and deck only (not kept here), and whether the game ends depends on the numbers
+of cards left. Being a function of the observation, the features cannot use hidden
+cards; ``tests/test_afterstates.py`` checks that they equal those of the true state
+(:func:`from_state`) and a hand computation.
+
+Layout of one action's ``float32[AFTERSTATE_SIZE]`` row, from the mover's side
+(all zero for an illegal action, and all rows zero when the observer is not to move):
+
+====  ==========================================================================
+0     1 (the action is legal)
+1     the queue after the move, ``[4, 14]`` as in the observation (species
+      one-hot, mine, theirs; front first): 56 floats
+57    my cards entering the bar, by species (12)
+69    the opponent's cards entering the bar (12)
+81    my cards going to THAT'S IT (12)
+93    the opponent's cards going to THAT'S IT (12)
+105   my points entering the bar / 10, the opponent's / 10
+107   the game ends with this move; its outcome for me (+1 / 0 / -1) if so
+====  ==========================================================================
+"""
+
+import jax
+import jax.numpy as jnp
+
+from beastybar_jax.games.base import as_player
+from beastybar_jax.games.beastybar import actions as A
+from beastybar_jax.games.beastybar import cards as C
+from beastybar_jax.games.beastybar import core
+from beastybar_jax.games.beastybar.observe import QUEUE_TOKENS, split_observation
+from beastybar_jax.games.beastybar.state import State
+
+AFTERSTATE_SIZE = 109
+_SPECIES = jnp.arange(C.NUM_SPECIES)
+
+
+def _first_n(mask, n):
+    """``bool[12]``: the first ``n`` species where ``mask`` holds."""
+    return mask & (jnp.cumsum(mask) <= n)
+
+
+def known_state(observation: jax.Array) -> State:
+    """A state with the observer as player 0, to move, holding what the observation
+    shows: the observer's hand, the queue, bars and THAT'S IT; the observer's deck and
+    the opponent's hand and deck hold the right *numbers* of cards (species taken from
+    the cards the observer knows to be there, in species order)."""
+    o = split_observation(observation)
+    counts = o["counts"]
+    own_deck_size = jnp.round(counts[1] * C.DECK_SIZE).astype(jnp.int32)
+    their_hand_size = jnp.round(counts[2] * C.HAND_SIZE).astype(jnp.int32)
+    their_deck_size = jnp.round(counts[3] * C.DECK_SIZE).astype(jnp.int32)
+    unseen = o["opponent_unseen"] > 0
+    their_hand = _first_n(unseen, their_hand_size)
+    slots = jnp.arange(C.DECK_SIZE)
+    own_deck = jnp.where(slots < own_deck_size, 0, -1)
+    their_deck = jnp.where(slots < their_deck_size, 0, -1)
+    queue = o["queue"]  # [4, 14]
+    species = jnp.argmax(queue[:, :C.NUM_SPECIES], axis=-1)
+    occupied = jnp.sum(queue[:, :C.NUM_SPECIES], axis=-1) > 0
+    owner = jnp.where(queue[:, C.NUM_SPECIES] > 0, 0, 1)
+    cards = jnp.where(occupied, owner * C.NUM_SPECIES + species, -1)
+    own_hand = o["own_hand"] > 0
+    in_reserve = jnp.sum(own_hand) + own_deck_size + their_hand_size + their_deck_size
+    over = (in_reserve + jnp.sum(occupied) < 5) | (in_reserve == 0)  # as core.step ends a game
+    return State(
+        queue=jnp.concatenate([cards, jnp.full((C.QUEUE_SLOTS - QUEUE_TOKENS,), -1)]).astype(jnp.int8),
+        hand=jnp.stack([own_hand, their_hand]),
+        deck=jnp.stack([own_deck, their_deck]).astype(jnp.int8),
+        bar=jnp.stack([o["own_bar"] > 0, o["opponent_bar"] > 0]),
+        thats_it=jnp.stack([o["own_thats_it"] > 0, o["opponent_thats_it"] > 0]),
+        current_player=jnp.zeros((), jnp.int8),
+        turn=jnp.round(counts[5] * C.NUM_CARDS).astype(jnp.int8),
+        terminated=over,
+        rewards=jnp.zeros((C.NUM_PLAYERS,), jnp.float32),
+    )
+
+
+def afterstate_features(observation: jax.Array) -> jax.Array:
+    """``float32[31, 109]`` the known result of each action of the observer, from an
+    observation (``observe.observe``) of a position where the observer is to move
+    (module docstring); all zero when the observer is not to move or the game is over."""
+    counts = split_observation(observation)["counts"]
+    to_move = counts[8] > 0
+    rows = from_state(known_state(observation), 0)
+    return jnp.where(to_move, rows, 0.0)
+
+
+def from_state(state: State, player) -> jax.Array:
+    """``float32[31, 109]`` the result of each action of the player to move in
+    ``state``, told from ``player``'s side (module docstring). Reads the full state;
+    :func:`afterstate_features` is what the network sees."""
+    player = as_player(player, C.NUM_PLAYERS)
+    is_first = player == 0
+    legal = core.legal_action_mask(state)
+    after = jax.vmap(core.step, in_axes=(None, 0))(state, jnp.arange(A.NUM_ACTIONS))
+    # The queue as the observation encodes it (observe.observe), for every action at once.
+    cards = after.queue[:, :QUEUE_TOKENS].astype(jnp.int32)  # [A, 4]
+    occupied = cards >= 0
+    mine_card = occupied & ((cards < C.NUM_SPECIES) == is_first)
+    queue = jnp.concatenate([
+        occupied[..., None] & ((cards % C.NUM_SPECIES)[..., None] == _SPECIES),
+        mine_card[..., None], (occupied & ~mine_card)[..., None],
+    ], axis=-1).reshape(A.NUM_ACTIONS, -1)  # [A, 56]
+    new_bar = after.bar & ~state.bar[None]  # [A, 2, 12]
+    new_gone = after.thats_it & ~state.thats_it[None]
+    mine = lambda x: jnp.where(is_first, x[:, 0], x[:, 1])  # noqa: E731
+    theirs = lambda x: jnp.where(is_first, x[:, 1], x[:, 0])  # noqa: E731
+    points = jnp.asarray(C.POINTS, jnp.float32)
+    ends = after.terminated
+    outcome = jnp.where(is_first, after.rewards[:, 0], after.rewards[:, 1])
+    rows = jnp.concatenate([
+        jnp.ones((A.NUM_ACTIONS, 1), jnp.float32),
+        queue.astype(jnp.float32),
+        mine(new_bar).astype(jnp.float32), theirs(new_bar).astype(jnp.float32),
+        mine(new_gone).astype(jnp.float32), theirs(new_gone).astype(jnp.float32),
+        (jnp.sum(mine(new_bar) * points, axis=-1) / 10.0)[:, None],
+        (jnp.sum(theirs(new_bar) * points, axis=-1) / 10.0)[:, None],
+        ends.astype(jnp.float32)[:, None],
+        jnp.where(ends, outcome, 0.0)[:, None],
+    ], axis=-1)
+    return jnp.where(legal[:, None], rows, 0.0)

@@ -1,0 +1,100 @@
+"""Afterstate features (``network.afterstates``): each move's known result, computed
+by the engine from what the mover can see, as the network's input."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from helpers import random_playout
+from helpers.positions import act, position
+from beastybar_jax.games import beastybar as game
+from beastybar_jax.games import get_game
+from beastybar_jax.games.beastybar import afterstate as AF
+from beastybar_jax.games.beastybar import cards as C
+from beastybar_jax.network import NetworkConfig, init_params, make_network
+
+from_observation = jax.jit(lambda s: AF.afterstate_features(game.observe(s, s.current_player)))
+from_state = jax.jit(lambda s: AF.from_state(s, s.current_player))
+
+
+def row(queue=(), bar_mine=(), bar_theirs=(), out_mine=(), out_theirs=(), ends=0.0, outcome=0.0):
+    """The expected feature row of a legal move, written out by hand (mover's side)."""
+    r = np.zeros(AF.AFTERSTATE_SIZE, np.float32)
+    r[0] = 1.0
+    for place, (mine, name) in enumerate(queue):
+        r[1 + 14 * place + C.species_id(name)] = 1.0
+        r[1 + 14 * place + (12 if mine else 13)] = 1.0
+    for offset, names in ((57, bar_mine), (69, bar_theirs), (81, out_mine), (93, out_theirs)):
+        for name in names:
+            r[offset + C.species_id(name)] = 1.0
+    r[105] = sum(C.POINTS[C.species_id(n)] for n in bar_mine) / 10
+    r[106] = sum(C.POINTS[C.species_id(n)] for n in bar_theirs) / 10
+    r[107], r[108] = ends, outcome
+    return r
+
+
+def test_afterstate_features_of_a_hand_built_position():
+    """Player 1 to move with a monkey and a parrot, the decks empty, 7 points in their
+    bar and none in the opponent's. The monkey fills the queue: lion and zebra (6
+    points) enter the opponent's bar, the monkey itself goes to THAT'S IT, and with 3
+    cards left the game ends, won 7-6. The parrot sends the lion out instead and the
+    game goes on. Every other move is illegal."""
+    state = position(queue=[(0, "lion"), (0, "zebra"), (1, "seal"), (0, "skunk")],
+                     hands=((), ("monkey", "parrot")), bar=((), ("hippo", "crocodile", "snake")), mover=1)
+    expected = np.zeros((game.NUM_ACTIONS, AF.AFTERSTATE_SIZE), np.float32)
+    expected[act("monkey")] = row(queue=[(True, "seal"), (False, "skunk")], bar_theirs=("lion", "zebra"),
+                                  out_mine=("monkey",), ends=1.0, outcome=1.0)
+    expected[act("parrot", param=0)] = row(
+        queue=[(False, "zebra"), (True, "seal"), (False, "skunk"), (True, "parrot")], out_theirs=("lion",))
+    for target in range(1, 4):  # the parrot on the zebra, seal or skunk
+        place = [(False, "lion"), (False, "zebra"), (True, "seal"), (False, "skunk")]
+        kept = place[:target] + place[target + 1:] + [(True, "parrot")]
+        gone = {False: (), True: ()}
+        gone[place[target][0]] = (place[target][1],)
+        expected[act("parrot", param=target)] = row(queue=kept, out_mine=gone[True], out_theirs=gone[False])
+    np.testing.assert_array_equal(np.asarray(from_observation(state)), expected)
+    np.testing.assert_array_equal(np.asarray(from_state(state)), expected)
+
+
+@pytest.fixture(scope="module")
+def played():
+    """Every position of 64 random games (finished ones included)."""
+    before, _, _ = random_playout(64)(jax.random.key(7))
+    return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), before)
+
+
+def test_afterstates_use_only_what_the_mover_knows(played):
+    """From the mover's observation (what the network sees) the features equal those of
+    the true state, and those of every world the mover cannot tell from it."""
+    truth = jax.vmap(from_state)(played)
+    seen = jax.vmap(from_observation)(played)
+    np.testing.assert_array_equal(np.asarray(seen), np.asarray(truth))
+    worlds = jax.vmap(game.sample_world)(played, played.current_player,
+                                         jax.random.split(jax.random.key(8), played.turn.shape[0]))
+    np.testing.assert_array_equal(np.asarray(jax.vmap(from_state)(worlds)), np.asarray(truth))
+    live = ~np.asarray(played.terminated)
+    legal = np.asarray(jax.vmap(game.legal_action_mask)(played))
+    np.testing.assert_array_equal(np.asarray(truth)[..., 0], legal.astype(np.float32))
+    assert np.asarray(truth)[live][..., 107].any()  # some moves end the game
+
+
+def test_a_network_with_afterstates_scores_moves_by_them():
+    beastybar = get_game("beastybar")
+    network = make_network(NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8), beastybar)
+    params = init_params(network, jax.random.key(0), beastybar.observation_size)
+    assert "afterstates" in params["params"]
+    state = position(queue=[(0, "lion"), (0, "zebra"), (1, "seal"), (0, "skunk")],
+                     hands=((), ("monkey", "parrot")), bar=((), ("hippo", "crocodile", "snake")), mover=1)
+    observation = game.observe(state, 1)[None]
+    out = network.apply(params, observation)
+    assert out.policy_logits.shape == (1, game.NUM_ACTIONS) and np.isfinite(np.asarray(out.value)).all()
+    # The move scorer's output enters the logits: zeroing its last layer changes them.
+    zeroed = jax.tree.map(lambda x: x, params)
+    zeroed["params"]["afterstates"]["move_logit"]["kernel"] = jnp.ones_like(
+        params["params"]["afterstates"]["move_logit"]["kernel"])
+    assert not np.allclose(network.apply(zeroed, observation).policy_logits, out.policy_logits)
+    with pytest.raises(ValueError, match="afterstate"):
+        make_network(NetworkConfig(afterstates=True), get_game("tictactoe"))
