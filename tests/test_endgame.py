@@ -263,7 +263,7 @@ def test_solver_agent_specs():
             make_agent(bad)
     tictactoe = get_game("tictactoe")
     assert "solver+<agent>" in agent_names("beastybar") and "solver+<agent>" not in agent_names(tictactoe)
-    with pytest.raises(AgentSpecError, match="plays beastybar only"):
+    with pytest.raises(AgentSpecError, match=r"solver\+<agent> plays beastybar only, not tictactoe"):
         make_agent("solver+random", game=tictactoe)
 
 
