@@ -261,7 +261,7 @@ def test_exploit_stopped_while_training_keeps_the_exploiter(tmp_path):
     """Issue 21 row 9: Ctrl-C while the exploiter trains (before its third iteration):
     that iteration finishes, the exploiter is saved in --save, one line, exit code 130."""
     save = tmp_path / "exploiter"
-    command = PausedCommand(tmp_path, "call:beastybar_jax.training:iteration_key:3",
+    command = PausedCommand(tmp_path, "call:beastybar_jax.training.trainer:iteration_key:3",
                             ["--minutes", "60", "--save", str(save), *TINY_EXPLOIT], script="experiments/exploit.py")
     command.wait_paused()
     code, out, err, seconds = command.send(signal.SIGINT)

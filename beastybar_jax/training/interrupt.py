@@ -239,14 +239,18 @@ class CommandSignals:
     def _heard_signal(self, signum: int) -> None:
         with self._lock:
             acknowledged = self._acknowledged
+        # The main thread may handle a signal before this thread reads it from the wakeup
+        # fd: only a signal after the first is "again".
+        again = self._heard.is_set()
+        self._heard.set()
         if acknowledged:
-            os.write(2, f"{signal_name(signum)} again: still stopping (finishing what is being saved; kill -9 "
-                        f"would lose it)\n".encode())
+            if again:
+                os.write(2, f"{signal_name(signum)} again: still stopping (finishing what is being saved; kill -9 "
+                            f"would lose it)\n".encode())
             return
-        if self._heard.is_set():  # a second signal before the command reached a safe point
+        if again:  # a second signal before the command reached a safe point
             self._force(signum)
             return
-        self._heard.set()
         threading.Thread(target=self._force_after_grace, args=(signum,), name="beastybar-signal-grace",
                          daemon=True).start()
 
