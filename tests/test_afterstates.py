@@ -81,6 +81,7 @@ def test_afterstates_use_only_what_the_mover_knows(played):
     assert np.asarray(truth)[live][..., 107].any()  # some moves end the game
 
 
+@pytest.mark.slow
 def test_a_network_with_afterstates_scores_moves_by_them():
     beastybar = get_game("beastybar")
     network = make_network(NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8), beastybar)

@@ -34,6 +34,7 @@ def test_the_champion_files_are_package_data():
     assert json.loads((CHAMPION_DIR / "config.json").read_text())["game"] == "beastybar"
 
 
+@pytest.mark.slow
 def test_the_champion_beats_the_heuristic_clearly():
     """32 deals (64 games, seats swapped): the raw policy wins at least 70% (it wins
     about 90% over 1,000 games, docs/strength.md; the heuristic wins about 50% against
@@ -60,6 +61,7 @@ def test_champion_specs_and_a_missing_champion(tmp_path):
         load_exported(tmp_path)
 
 
+@pytest.mark.slow
 def test_export_writes_a_champion_that_loads_to_the_same_parameters(tmp_path):
     """experiments/export_champion.py on a trained run: the files load back, with
     nothing but themselves, to the checkpoint's parameters."""

@@ -342,6 +342,7 @@ def test_endgame_scores(suite):
 # ----------------------------------------------------------------------------- exact value targets
 
 
+@pytest.mark.slow
 def test_exact_value_and_policy_targets_are_the_solvers(endgames, solve):
     """Self-play with exact value and policy targets (``alphazero.exact_value_targets``,
     ``exact_policy_targets``): every stored position the solver can solve has its exact

@@ -178,6 +178,7 @@ def world_searches(world_states):
 # ----------------------------------------------------------------------------- bitwise identity
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("mode", ["patched", "unroll-3"])
