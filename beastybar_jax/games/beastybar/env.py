@@ -23,22 +23,6 @@ def _score_margin(s: state.State, player) -> jax.Array:
     return (scores[player] - scores[1 - player]).astype(jnp.float32)
 
 
-def _endgame_suite(num_positions: int = 0):
-    """The yardstick: ``num_positions`` solved endgames spread over the fixed suite (0: all)."""
-    return suite.yardstick(num_positions)
-
-
-def _exact_values(states: state.State, budget: int = 0):
-    """``(solved bool[N], value float32[N])``: exact results of the solvable positions."""
-    return solver.exact_values(states, budget)
-
-
-def _exact_actions(states: state.State, budget: int = 0):
-    """``(solved bool[N], value float32[N], keeps bool[N, 31])``: exact results and the
-    moves that keep them, of the solvable positions."""
-    return solver.exact_actions(states, budget)
-
-
 _QUEUE_START, _QUEUE_END = OBSERVATION_LAYOUT["queue"]
 BEASTYBAR_TOKENS = TokenLayout(_QUEUE_START, QUEUE_TOKENS, QUEUE_FEATURES)
 assert BEASTYBAR_TOKENS.num_tokens * BEASTYBAR_TOKENS.features == _QUEUE_END - _QUEUE_START
@@ -62,9 +46,9 @@ BEASTYBAR = Game(
     describe_move=render.describe_move,
     points=lambda s: s.scores,
     score_margin_scale=10.0,  # bar points: margins of a few points to ~20
-    endgame_suite=_endgame_suite,
-    exact_values=_exact_values,
-    exact_actions=_exact_actions,
+    endgame_suite=suite.yardstick,
+    exact_values=solver.exact_values,
+    exact_actions=solver.exact_actions,
     afterstate_features=afterstate.afterstate_features,
     afterstate_size=afterstate.AFTERSTATE_SIZE,
     agents=heuristics.AGENTS,
