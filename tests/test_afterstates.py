@@ -66,6 +66,7 @@ def played():
     return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), before)
 
 
+@pytest.mark.slow
 def test_afterstates_use_only_what_the_mover_knows(played):
     """From the mover's observation (what the network sees) the features equal those of
     the true state, and those of every world the mover cannot tell from it."""

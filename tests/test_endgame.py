@@ -96,6 +96,7 @@ def test_the_endgames_come_from_real_games(endgames, truth):
     assert {-1, 0, 1} <= set(np.unique(truth.result))
 
 
+@pytest.mark.slow
 def test_margins_mode_equals_brute_force_on_every_action(solutions, truth):
     s = solutions["margins"]
     assert s.solved.all()

@@ -204,6 +204,7 @@ def test_random_best_breaks_ties_within_1e6_uniformly():
     np.testing.assert_allclose(counts[[0, 1, 3]] / 6000, 1 / 3, atol=0.025)
 
 
+@pytest.mark.slow
 def test_scores_lie_on_the_grid_they_are_snapped_to(monkeypatch):
     """The exact scores are multiples of 1/600 (heuristic) and 1/3000
     (outcome_heuristic), which is what lets ``heuristics`` snap its float32 scores

@@ -20,6 +20,7 @@ NUM_GAMES = 10_240
 POINTS = jnp.asarray(C.POINTS)
 
 
+# The 10,000-game checks are marked slow: CI runs them, the quick loop (-m "not slow") skips them.
 @pytest.fixture(scope="module")
 def random_games():
     play = random_playout(NUM_GAMES, num_turns=C.NUM_CARDS + 1)
@@ -45,12 +46,14 @@ def random_games():
     return jax.device_get(run(jax.random.key(2026)))
 
 
+@pytest.mark.slow
 def test_invariants_hold_at_every_turn_of_10000_games(random_games):
     ok, _ = random_games
     failed = [name for name, value in ok.items() if not value]
     assert not failed, failed
 
 
+@pytest.mark.slow
 def test_every_game_ends_within_24_turns(random_games):
     _, stats = random_games
     assert stats["final_terminated"].all()
@@ -59,6 +62,7 @@ def test_every_game_ends_within_24_turns(random_games):
     assert stats["alternates"]
 
 
+@pytest.mark.slow
 def test_outcomes_are_zero_sum_and_follow_bar_points(random_games):
     _, stats = random_games
     rewards, scores = stats["final_rewards"], stats["final_scores"]

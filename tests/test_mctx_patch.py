@@ -192,6 +192,7 @@ def test_patched_policies_build_bitwise_the_trees_of_stock_mctx(policy_searches,
         assert int(jnp.sum(tree.children_visits[:, 0])) == POLICY_BATCH * num_simulations
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 @pytest.mark.parametrize("seed", [0, 1])
 def test_run_search_over_worlds_is_bitwise_stock_mctx(world_searches, world_states, seed):
@@ -203,6 +204,7 @@ def test_run_search_over_worlds_is_bitwise_stock_mctx(world_searches, world_stat
         assert int(patched[name].visit_counts[0].sum()) == config.num_simulations * config.num_determinizations
 
 
+@pytest.mark.slow
 def test_backward_is_a_drop_in_for_mctx_backward(policy_searches):
     """Backing up any nodes of a tree, the root itself included, as mctx's
     ``backward`` does."""
@@ -283,6 +285,7 @@ def tree_sized_rewrites(hlo_text: str, batch: int, num_nodes: int) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_search_loops_rewrite_no_tree_sized_buffer(policy_searches, world_searches):
     """The patched search updates the tree in place: no loop body holds a copy,
     select or other full write of a ``[B, N+1, ...]`` buffer. Stock mctx's backward

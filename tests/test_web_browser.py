@@ -20,6 +20,8 @@ import pytest
 
 from helpers import running_in_ci
 
+pytestmark = pytest.mark.slow  # a real browser (CI runs these; the quick loop skips them)
+
 _missing = [m for m in ("fastapi", "uvicorn", "selenium") if importlib.util.find_spec(m) is None]
 if _missing:  # the dev extra; under CI=true a missing one fails instead of skipping
     _message = f"the browser tests need {', '.join(_missing)} (pip install -e '.[dev]')"
