@@ -71,13 +71,14 @@ def trained_run(tmp_path_factory):
 
 def with_trained_runs(argv: list[str], trained_run: str) -> list[str]:
     """The documented run directories replaced by runs trained in this session:
-    ``runs/quick`` and the GPU runs ``runs/h100*`` by the tiny run, ``runs/tictactoe`` by
+    ``runs/quick``, the lever runs ``runs/levers*`` and the GPU runs ``runs/h100*`` by the
+    tiny run, ``runs/tictactoe`` by
     tests/helpers/tictactoe_training.py's."""
     out = []
     for word in argv:
         if "runs/tictactoe" in word:
             word = word.replace("runs/tictactoe", str(tictactoe_training.trained_run()["run_dir"]))
-        out.append(re.sub(r"runs/(quick|h100\w*)", trained_run, word))
+        out.append(re.sub(r"runs/(quick|levers\w*|h100\w*)", trained_run, word))
     return out
 
 
