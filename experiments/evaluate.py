@@ -99,6 +99,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("give --agent SPEC (with --opponents) or --round-robin A,B,C")
     if args.round_robin is not None and args.agent is not None:
         parser.error("--agent and --round-robin exclude each other")
+    if args.agent is not None and "," in args.agent:
+        parser.error(f"a match measures one --agent (got {args.agent!r}); several agents: "
+                     "--round-robin A,B,C, or --endgames --agent A,B,C")
     if args.games < 1:
         parser.error(f"--games must be at least 1 (got {args.games})")
     return args

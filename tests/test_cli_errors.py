@@ -185,6 +185,14 @@ def test_every_numeric_argument_is_checked_in_one_line(main, argv, expected, cap
     assert expected in one_line(capsys.readouterr().err)
 
 
+def test_a_match_takes_one_agent_and_says_where_lists_go(capsys):
+    """``--agent A,B`` lists agents for ``--endgames`` only; in a match it was read as one
+    checkpoint path ("no such run directory or checkpoint: A,B")."""
+    assert _exit_code(evaluate.main, ["--agent", "random,greedy", "--opponents", "heuristic"]) == 2
+    message = one_line(capsys.readouterr().err)
+    assert "a match measures one --agent" in message and "--round-robin" in message
+
+
 def test_agent_options_have_bounds(capsys):
     """Issue 21 row 13: mcts-99999999999 was a 65-line int32 traceback."""
     from beastybar_jax.agents import AgentSpecError, make_agent
