@@ -72,8 +72,7 @@ def trained_run(tmp_path_factory):
 def with_trained_runs(argv: list[str], trained_run: str) -> list[str]:
     """The documented run directories replaced by runs trained in this session:
     ``runs/quick``, the lever runs ``runs/levers*`` and the GPU runs ``runs/h100*`` by the
-    tiny run, ``runs/tictactoe`` by
-    tests/helpers/tictactoe_training.py's."""
+    tiny run, ``runs/tictactoe`` by tests/helpers/tictactoe_training.py's."""
     out = []
     for word in argv:
         if "runs/tictactoe" in word:

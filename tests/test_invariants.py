@@ -20,7 +20,7 @@ NUM_GAMES = 10_240
 POINTS = jnp.asarray(C.POINTS)
 
 
-# The 10,000-game checks are marked slow: CI runs them, the quick loop (-m "not slow") skips them.
+# Its checks are slow (a 10,000-game compile): CI runs them, the quick loop skips them.
 @pytest.fixture(scope="module")
 def random_games():
     play = random_playout(NUM_GAMES, num_turns=C.NUM_CARDS + 1)
