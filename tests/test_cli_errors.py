@@ -166,6 +166,7 @@ def _exit_code(main, argv) -> int:
     (exploit.main, ["--minutes", "inf"], "argument --minutes: must be a finite number"),
     (exploit.main, ["--minutes", "0"], "argument --minutes: must be greater than 0"),
     (exploit.main, ["--deals", "0"], "argument --deals: must be at least 1"),
+    (exploit.main, ["--iterations", "0"], "argument --iterations: must be at least 1"),
     (exploit.main, ["--seed", "-1"], "argument --seed: must be at least 0"),
     (evaluate.main, ["--agent", "random", "--games", "0"], "argument --games: must be at least 1"),
     (evaluate.main, ["--agent", "random", "--games", "99999999999"], "argument --games: must be at most"),

@@ -198,7 +198,7 @@ def test_benchmark_commands_run(where, command, tmp_path):
 
 
 EXPLOITS = [c for c in COMMANDS if "experiments/exploit.py" in c[1]]
-TINY_EXPLOIT = ["--minutes", "0.0001", "--deals", "2", "--quiet", "--set", "num_games=8",
+TINY_EXPLOIT = ["--iterations", "2", "--deals", "2", "--quiet", "--set", "num_games=8",
                 "--set", "ppo.rollout_length=4", "--set", "network.width=16", "--set", "network.depth=1",
                 "--set", "ppo.num_minibatches=2"]
 
@@ -220,7 +220,9 @@ def test_exploit_commands_run(where, command, trained_run, tmp_path, capsys):
     report = tmp_path / "exploit.json"
     assert exploit.main(argv + TINY_EXPLOIT + ["--json", str(report)]) == 0
     assert "exploitability of" in capsys.readouterr().out
-    assert json.loads(report.read_text())["match"]["games"] == 4
+    report = json.loads(report.read_text())
+    assert report["match"]["games"] == 4
+    assert report["iterations"] == report["training"]["iterations"] == 2  # the budget, whatever --minutes says
 
 
 @pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/curves.py" in c[1]])
