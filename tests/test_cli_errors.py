@@ -255,3 +255,29 @@ def test_curves_names_a_file_that_is_not_text(tmp_path, capsys):
     (tmp_path / "metrics.jsonl").write_bytes(b'{"iteration": 1}\n\xff\xfe\x00garbage\n')
     assert curves.main([str(tmp_path)]) == 2
     assert str(tmp_path / "metrics.jsonl") in one_line(capsys.readouterr().err)
+
+
+def test_the_exploiters_budget_is_minutes_or_iterations_whichever_ends_first():
+    """exploit.py's training loop: ``--iterations`` alone trains exactly that many (no time
+    limit, so the same exploiter at any load); a spent wall-clock budget still trains one."""
+    import collections
+
+    import jax
+    import jax.numpy as jnp
+
+    State = collections.namedtuple("State", "rng calls")
+
+    class Trainer:  # the one method train_for uses: a compiled step that counts its calls
+        def compiled_iteration(self, state):
+            def step(state, key):
+                return State(state.rng, state.calls + 1), dict(
+                    moves=jnp.int32(10), games_vs_opponent=jnp.int32(1), score_vs_opponent=jnp.float32(0.25))
+            return step, 0.0
+
+    fresh = State(rng=jax.random.key_data(jax.random.key(0)), calls=0)
+    state, info = exploit.train_for(Trainer(), 60.0, seed=0, report=None, state=fresh, max_iterations=3)
+    assert state.calls == info["iterations"] == 3 and info["moves"] == 30 and info["training_score"] == 0.25
+    state, info = exploit.train_for(Trainer(), 0.0, seed=0, report=None, state=fresh, max_iterations=3)
+    assert state.calls == info["iterations"] == 1
+    assert exploit.parse_args(["--iterations", "7"]).minutes is None  # no time limit
+    assert exploit.parse_args([]).minutes == 5.0
