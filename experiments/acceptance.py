@@ -2,12 +2,13 @@
 
 Usage::
 
-    python experiments/acceptance.py --out DIR [--scale full|tiny] [--parts a,b,...]
+    python experiments/acceptance.py --out DIR [--scale full|tiny] [--parts a,b,...] [--jobs N]
     python experiments/acceptance.py --table DIR/report.json     # the Markdown table for the docs
 
-On whatever devices JAX sees, the parts below run one after another, each in a child
-process of its own with a time budget (a part that fails, crashes or runs out of time
-is reported as such and the next one starts), and write
+On whatever devices JAX sees, the parts below run one after another (``--jobs N``: N at a
+time; the figures of parts that share the machine are not comparable, so measure with the
+default 1), each in a child process of its own with a time budget (a part that fails,
+crashes or runs out of time is reported as such and the next one starts), and write
 
 - ``DIR/report.json``: every figure with the device, versions, configs, batch sizes,
   compile seconds (always apart from the timed runs), the date, and the target it is
@@ -16,7 +17,8 @@ is reported as such and the next one starts), and write
 - ``DIR/parts/<part>.json`` and ``DIR/parts/<part>.log``: each part's own output.
 
 Parts (``--scale full`` fits one 10-minute slot on one H100; ``--scale tiny`` does the
-same on a CPU in about two minutes and runs in the test suite, so the script cannot rot):
+same on a CPU in about two minutes, or one with ``--jobs 2``, and runs in the test suite,
+so the script cannot rot):
 
 ==============  ==============================================================================
 conformance     the engine replays the reference corpus on the device: 0 mismatches required
@@ -49,6 +51,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -342,8 +345,10 @@ def _write_json(path: str, data: dict) -> None:
     os.replace(path + ".tmp", path)
 
 
-def spawn_part(name: str, scale: str, out: str, budget: float) -> dict:
-    """Run a part in a child process under ``budget`` seconds; its result, or why there is none."""
+def spawn_part(name: str, scale: str, out: str, budget: float,
+               running: dict[str, subprocess.Popen] | None = None) -> dict:
+    """Run a part in a child process under ``budget`` seconds; its result, or why there is none.
+    The child is in ``running`` while it runs, for the caller to stop on an interrupt."""
     path = os.path.join(out, "parts", f"{name}.json")
     if os.path.exists(path):
         os.remove(path)
@@ -351,13 +356,18 @@ def spawn_part(name: str, scale: str, out: str, budget: float) -> dict:
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--run-part", name, "--scale", scale,
                              "--out", out], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
+    if running is not None:
+        running[name] = proc
     try:
         output, _ = proc.communicate(timeout=budget)
         status = "ok" if proc.returncode == 0 else "failed"
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the part and any command it started
+        _kill(proc)
         output, _ = proc.communicate()
         status = "timed out"
+    finally:
+        if running is not None:
+            running.pop(name, None)
     seconds = time.perf_counter() - start
     result = dict(part=name, figures=[])
     if os.path.exists(path):  # the figures finished, even when the part did not
@@ -373,6 +383,44 @@ def spawn_part(name: str, scale: str, out: str, budget: float) -> dict:
         with open(os.path.join(out, "parts", f"{name}.log"), "a") as f:
             f.write(output)
     return result
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Stop a part and any command it started (its own process group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_parts(names: list[str], scale: str, out: str, jobs: int) -> tuple[list[dict], bool]:
+    """Every part, ``jobs`` at a time, in child processes; the results in the order of
+    ``names`` and whether Ctrl-C cut the run short (then only the parts finished before it,
+    and no child is left running)."""
+    running: dict[str, subprocess.Popen] = {}
+    results: dict[str, dict] = {}
+
+    def one(name: str) -> dict:
+        print(f"[{name}] running (budget {BUDGETS[scale][name]} s) ...", flush=True)
+        return spawn_part(name, scale, out, BUDGETS[scale][name], running)
+
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    futures = {pool.submit(one, name): name for name in names}
+    try:
+        for future in as_completed(futures):
+            result = results[futures[future]] = future.result()
+            print(f"[{result['part']}] {result['status']}{(': ' + result['why']) if result.get('why') else ''} "
+                  f"in {result['seconds']:.0f} s", flush=True)
+        interrupted = False
+    except KeyboardInterrupt:
+        interrupted = True
+        pool.shutdown(wait=False, cancel_futures=True)
+        while not all(f.done() for f in futures):  # a part may start while the others are stopped
+            for proc in list(running.values()):
+                _kill(proc)
+            time.sleep(0.1)
+    pool.shutdown()
+    return [results[name] for name in names if name in results], interrupted
 
 
 def _fmt(value) -> str:
@@ -427,6 +475,8 @@ def parse_args(argv) -> argparse.Namespace:
     parser.add_argument("--out", help="directory for report.json, report.md and parts/")
     parser.add_argument("--scale", choices=tuple(SCALES), default="full")
     parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated subset of: " + ", ".join(PARTS))
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="parts at a time (default 1: only then are timed figures comparable)")
     parser.add_argument("--table", metavar="REPORT_JSON", help="print the figures of a report as a Markdown table")
     parser.add_argument("--run-part", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -438,6 +488,8 @@ def parse_args(argv) -> argparse.Namespace:
     unknown = [p for p in args.parts if p not in PARTS]
     if unknown or not args.parts:
         parser.error(f"--parts: unknown part(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(PARTS)}")
+    if args.jobs < 1:
+        parser.error(f"--jobs: must be at least 1, not {args.jobs}")
     return args
 
 
@@ -465,14 +517,8 @@ def main(argv=None) -> int:
                                                                            *(argv if argv is not None else sys.argv[1:])]),
                   machine=machine(), parts=[])
     started = time.perf_counter()
-    try:
-        for name in args.parts:
-            print(f"[{name}] running (budget {BUDGETS[args.scale][name]} s) ...", flush=True)
-            result = spawn_part(name, args.scale, out, BUDGETS[args.scale][name])
-            report["parts"].append(result)
-            print(f"[{name}] {result['status']}{(': ' + result['why']) if result.get('why') else ''} "
-                  f"in {result['seconds']:.0f} s", flush=True)
-    except KeyboardInterrupt:
+    report["parts"], interrupted = run_parts(args.parts, args.scale, out, args.jobs)
+    if interrupted:
         print("interrupted: the report holds the finished parts", file=sys.stderr)
         report["interrupted"] = True
     report["seconds"] = time.perf_counter() - started

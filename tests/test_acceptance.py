@@ -6,8 +6,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -23,7 +25,8 @@ def acceptance(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess
 @pytest.fixture(scope="module")
 def tiny_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("acceptance")
-    proc = acceptance("--out", str(out), "--scale", "tiny")
+    # Two parts at a time: the figures only have to exist here, not to be comparable.
+    proc = acceptance("--out", str(out), "--scale", "tiny", "--jobs", "2")
     with open(out / "report.json") as f:
         return proc, out, json.load(f)
 
@@ -73,6 +76,7 @@ def test_a_part_past_its_budget_is_reported_and_the_run_goes_on(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--out", "{tmp}", "--parts", "engine,godzilla"], "unknown part(s) godzilla"),
     (["--scale", "huge", "--out", "{tmp}"], "invalid choice: 'huge'"),
+    (["--out", "{tmp}", "--jobs", "0"], "--jobs: must be at least 1, not 0"),
     ([], "give --out DIR"),
 ])
 def test_bad_arguments_end_in_one_line(tmp_path, args, message):
@@ -87,3 +91,45 @@ def test_an_unwritable_out_directory_is_refused_before_any_part(tmp_path):
     proc = acceptance("--out", str(blocker / "report"), timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"error: --out {blocker / 'report'} cannot be written: Not a directory"]
+
+
+def _processes_naming(text: str) -> list[str]:
+    """Command lines of the live processes that contain ``text``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(cmdline)
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
+def test_ctrl_c_stops_every_running_part_and_writes_the_report(tmp_path):
+    out = tmp_path / "interrupted"
+    proc = subprocess.Popen([sys.executable, SCRIPT, "--out", str(out), "--scale", "tiny", "--parts",
+                             "engine,search,learner", "--jobs", "2"], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    started = []
+    for line in proc.stdout:  # both workers have started a part
+        started += [line] if "running (budget" in line else []
+        if len(started) == 2:
+            break
+    deadline = time.monotonic() + 120
+    while sum("--run-part" in c for c in _processes_naming(str(out))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "interrupted: the report holds the finished parts" in stderr
+    assert _processes_naming(str(out)) == []  # no part left running in the background ...
+    for name in ("engine", "search"):  # ... nor waited for: both were stopped unfinished
+        path = out / "parts" / f"{name}.json"
+        assert not path.exists() or json.loads(path.read_text())["status"] != "ok", name
+    with open(out / "report.json") as f:
+        report = json.load(f)
+    assert report["interrupted"] is True
+    assert "learner" not in [p["part"] for p in report["parts"]]  # queued behind the two: never started
