@@ -51,7 +51,7 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Callable
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -406,11 +406,16 @@ def run_parts(names: list[str], scale: str, out: str, jobs: int) -> tuple[list[d
 
     pool = ThreadPoolExecutor(max_workers=jobs)
     futures = {pool.submit(one, name): name for name in names}
+    pending = set(futures)
     try:
-        for future in as_completed(futures):
-            result = results[futures[future]] = future.result()
-            print(f"[{result['part']}] {result['status']}{(': ' + result['why']) if result.get('why') else ''} "
-                  f"in {result['seconds']:.0f} s", flush=True)
+        while pending:
+            # A timeout, not a blocking wait: Ctrl-C may reach a worker thread, and only a
+            # main thread that wakes up runs Python's handler (KeyboardInterrupt) promptly.
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            for future in done:
+                result = results[futures[future]] = future.result()
+                print(f"[{result['part']}] {result['status']}{(': ' + result['why']) if result.get('why') else ''} "
+                      f"in {result['seconds']:.0f} s", flush=True)
         interrupted = False
     except KeyboardInterrupt:
         interrupted = True
