@@ -401,7 +401,8 @@ def run_parts(names: list[str], scale: str, out: str, jobs: int) -> tuple[list[d
     results: dict[str, dict] = {}
 
     def one(name: str) -> dict:
-        print(f"[{name}] running (budget {BUDGETS[scale][name]} s) ...", flush=True)
+        # One write per line (end=""): lines from two threads do not run into each other.
+        print(f"[{name}] running (budget {BUDGETS[scale][name]} s) ...\n", end="", flush=True)
         return spawn_part(name, scale, out, BUDGETS[scale][name], running)
 
     pool = ThreadPoolExecutor(max_workers=jobs)
@@ -415,7 +416,7 @@ def run_parts(names: list[str], scale: str, out: str, jobs: int) -> tuple[list[d
             for future in done:
                 result = results[futures[future]] = future.result()
                 print(f"[{result['part']}] {result['status']}{(': ' + result['why']) if result.get('why') else ''} "
-                      f"in {result['seconds']:.0f} s", flush=True)
+                      f"in {result['seconds']:.0f} s\n", end="", flush=True)
         interrupted = False
     except KeyboardInterrupt:
         interrupted = True
