@@ -113,14 +113,13 @@ def test_ctrl_c_stops_every_running_part_and_writes_the_report(tmp_path):
     proc = subprocess.Popen([sys.executable, SCRIPT, "--out", str(out), "--scale", "tiny", "--parts",
                              "engine,search,learner", "--jobs", "2"], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    started = []
-    for line in proc.stdout:  # both workers have started a part
-        started += [line] if "running (budget" in line else []
-        if len(started) == 2:
-            break
-    deadline = time.monotonic() + 120
-    while sum("--run-part" in c for c in _processes_naming(str(out))) < 2 and time.monotonic() < deadline:
+    def running_parts() -> int:
+        return sum("--run-part" in c for c in _processes_naming(str(out)))
+
+    deadline = time.monotonic() + 600  # generous: only a stuck start ends the wait
+    while running_parts() < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
+    assert running_parts() == 2, "the two workers never started their parts"
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr[-2000:]
