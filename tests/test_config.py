@@ -23,11 +23,16 @@ def test_shipped_configs_load_and_validate(name):
     validate(config, num_devices=1)
 
 
-def test_h100_config_is_a_large_default_network_run():
+def test_h100_config_is_a_large_default_network_run_with_the_champions_levers():
     config = load_config(CONFIGS / "h100.yaml")
-    assert config.num_games >= 2048 and config.search.num_simulations == 64
+    assert config.num_games >= 2048
     assert (config.network.width, config.network.depth) == (NetworkConfig().width, NetworkConfig().depth)
     validate(config, num_devices=8)  # splits evenly over up to 8 GPUs
+    champion = load_config(CONFIGS / "champion.yaml")
+    assert config.network.afterstates and champion.network.afterstates
+    assert config.alphazero.exact_value_targets and config.alphazero.exact_policy_targets
+    reuse = lambda c: c.alphazero.updates_per_iteration * c.alphazero.batch_size / (c.num_games * c.alphazero.moves_per_iteration)  # noqa: E731
+    assert reuse(config) == pytest.approx(reuse(champion))  # SGD samples per new position
 
 
 def test_overrides_reach_nested_sections_and_parse_yaml_values():

@@ -222,4 +222,4 @@ def write_report(out: str, benchmark: str, machine: dict, args: argparse.Namespa
 
 def network_name(config: TrainConfig) -> str:
     net = config.network
-    return f"{net.torso} {net.width}x{net.depth} {net.dtype}"
+    return f"{net.torso} {net.width}x{net.depth} {net.dtype}" + (" + afterstates" if net.afterstates else "")
