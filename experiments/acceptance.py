@@ -25,11 +25,12 @@ conformance     the engine replays the reference corpus on the device: 0 mismatc
 engine          random legal play, ``step`` and ``step+mask+obs`` steps/s at 4,096 / 65,536 /
                 1,048,576 games
 search          the search alone at 4,096 games, 8..256 simulations, the project's search
-                loop and stock mctx: simulations/s, cost per simulation relative to 16
+                loop and stock mctx (tiny scale: the project's loop only): simulations/s,
+                cost per simulation relative to 16
 learner         whole AlphaZero iterations (self-play with search + replay + SGD) at
-                16,384 games x 64 simulations with ``configs/h100.yaml``'s network, without
-                its afterstate inputs and exact targets (``MACHINERY_OVERRIDES``; so is
-                ``search``)
+                16,384 games x 64 simulations and 64 updates with ``configs/h100.yaml``'s
+                network, without its afterstate inputs and exact targets
+                (``MACHINERY_OVERRIDES``; so is ``search``)
 iteration       one ``configs/h100.yaml`` and one ``configs/ppo_h100.yaml`` iteration at their
                 own sizes: seconds, simulations/s or env steps/s, peak device memory
 strength        about 3 minutes of ``configs/h100.yaml`` training (a time budget, then
@@ -39,7 +40,9 @@ gpu_tests       the tests marked ``gpu`` (``pytest -m gpu``); at tiny scale only
 ==============  ==============================================================================
 
 Bad arguments end in one line and exit code 2. The exit code is 0 when every part ran
-(whatever its figures), 1 when a part failed or ran out of time.
+(whatever its figures), 1 when a part failed or ran out of time. SIGINT (Ctrl-C) or SIGTERM
+stops every running part, writes the report of the finished ones and exits with 130 / 143,
+also where the signal was ignored when the script started (a shell's background job).
 """
 
 from __future__ import annotations
@@ -72,9 +75,9 @@ TARGETS = {
 }
 AT_MOST = {"search_cost_256_vs_16", "conformance_mismatches"}
 
-# The search and learner parts measure the search machinery, so they hold the network
-# and targets their speed targets were set for: the plain MLP, no afterstate inputs (31
-# engine steps per evaluation) and no solver in the iteration. The iteration and strength
+# The search and learner parts measure the search machinery, so they hold the network,
+# targets and updates their speed targets were set for: the plain MLP, no afterstate
+# inputs (31 engine steps per evaluation), no solver in the iteration, 64 updates. The iteration and strength
 # parts run the shipped configs as they are, levers included.
 MACHINERY_OVERRIDES = ["network.afterstates=false", "alphazero.exact_value_targets=false",
                        "alphazero.exact_policy_targets=false"]
@@ -85,17 +88,18 @@ SCALES = {
         engine_batches=[4096, 65536, 1048576], engine_steps=64,
         search_batch=4096, search_sims=[8, 16, 32, 64, 128, 256], stock_sims=[8, 16, 32, 64, 128, 256],
         search_config="configs/h100.yaml",
-        learner_batch=16384, learner_sims=64, learner_config="configs/h100.yaml",
+        learner_batch=16384, learner_sims=64, learner_updates=64, learner_config="configs/h100.yaml",
         az_config="configs/h100.yaml", ppo_config="configs/ppo_h100.yaml", ppo_batch=None,
         train_config="configs/h100.yaml", train_seconds=150.0, train_iterations=100_000,
         eval_games=1000, eval_sims=32, searched_matches=True, endgame_positions=0, repeats=3, gpu_tests_collect_only=False,
     ),
     "tiny": dict(
         engine_batches=[64], engine_steps=16,
-        # No stock-mctx search at tiny scale: the test suite's docs test runs it (benchmark.py
-        # search --mctx both), and each search compiles for seconds on a CPU.
+        # No stock-mctx search at tiny scale: each search compiles for seconds on a CPU, and
+        # tests/test_docs.py runs the first documented `benchmark.py search`, which has
+        # `--mctx both` (that test asserts it).
         search_batch=32, search_sims=[16, 32], stock_sims=[], search_config="configs/tiny.yaml",
-        learner_batch=16, learner_sims=4, learner_config="configs/tiny.yaml",
+        learner_batch=16, learner_sims=4, learner_updates=None, learner_config="configs/tiny.yaml",
         az_config="configs/tiny.yaml", ppo_config="configs/ppo_quick.yaml", ppo_batch=32,
         train_config="configs/tiny.yaml", train_seconds=None, train_iterations=2,
         eval_games=10, eval_sims=4, searched_matches=False, endgame_positions=32, repeats=1, gpu_tests_collect_only=True,
@@ -232,8 +236,9 @@ def part_learner(s: dict, out: str, log) -> list[dict]:
 
     bench = benchmarks()
     base = load_config(os.path.join(REPO, s["learner_config"]), MACHINERY_OVERRIDES)
+    updates = s["learner_updates"] or base.alphazero.updates_per_iteration
     r = bench["selfplay"](base, s["learner_batch"], s["learner_sims"], base.alphazero.moves_per_iteration,
-                             base.alphazero.updates_per_iteration, s["repeats"])
+                             updates, s["repeats"])
     log(f"learner: {r}")
     name = "learner_sims_per_second"
     if (s["learner_batch"], s["learner_sims"]) == (16384, 64):
@@ -406,10 +411,25 @@ def _kill(proc: subprocess.Popen) -> None:
         pass
 
 
-def run_parts(names: list[str], scale: str, out: str, jobs: int) -> tuple[list[dict], bool]:
+class _Stopped(KeyboardInterrupt):
+    """SIGINT or SIGTERM during the parts (``signum``)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop_on_signal(signum, frame):
+    # Later signals are noted by nobody: the cleanup below must not be cut short.
+    for handled in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(handled, lambda *_: None)
+    raise _Stopped(signum)
+
+
+def run_parts(names: list[str], scale: str, out: str, jobs: int) -> tuple[list[dict], int]:
     """Every part, ``jobs`` at a time, in child processes; the results in the order of
-    ``names`` and whether Ctrl-C cut the run short (then only the parts finished before it,
-    and no child is left running)."""
+    ``names`` and the signal (SIGINT or SIGTERM; 0: none) that cut the run short (then only
+    the parts finished before it, and no child is left running)."""
     running: dict[str, subprocess.Popen] = {}
     results: dict[str, dict] = {}
 
@@ -421,25 +441,31 @@ def run_parts(names: list[str], scale: str, out: str, jobs: int) -> tuple[list[d
     pool = ThreadPoolExecutor(max_workers=jobs)
     futures = {pool.submit(one, name): name for name in names}
     pending = set(futures)
+    # Handlers of our own, not Python's default: a shell starts background jobs with SIGINT
+    # ignored, and parts run in sessions of their own, so nothing else would stop them.
+    previous = {s: signal.signal(s, _stop_on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         while pending:
-            # A timeout, not a blocking wait: Ctrl-C may reach a worker thread, and only a
-            # main thread that wakes up runs Python's handler (KeyboardInterrupt) promptly.
+            # A timeout, not a blocking wait: a signal may reach a worker thread, and only a
+            # main thread that wakes up runs the handler promptly.
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
             for future in done:
                 result = results[futures[future]] = future.result()
                 print(f"[{result['part']}] {result['status']}{(': ' + result['why']) if result.get('why') else ''} "
                       f"in {result['seconds']:.0f} s\n", end="", flush=True)
-        interrupted = False
-    except KeyboardInterrupt:
-        interrupted = True
+        stopped_by = 0
+    except KeyboardInterrupt as e:
+        stopped_by = getattr(e, "signum", signal.SIGINT)
         pool.shutdown(wait=False, cancel_futures=True)
         while not all(f.done() for f in futures):  # a part may start while the others are stopped
             for proc in list(running.values()):
                 _kill(proc)
             time.sleep(0.1)
+    finally:
+        for handled, handler in previous.items():
+            signal.signal(handled, handler)
     pool.shutdown()
-    return [results[name] for name in names if name in results], interrupted
+    return [results[name] for name in names if name in results], int(stopped_by)
 
 
 def _fmt(value) -> str:
@@ -536,8 +562,8 @@ def main(argv=None) -> int:
                                                                            *(argv if argv is not None else sys.argv[1:])]),
                   machine=machine(), parts=[])
     started = time.perf_counter()
-    report["parts"], interrupted = run_parts(args.parts, args.scale, out, args.jobs)
-    if interrupted:
+    report["parts"], stopped_by = run_parts(args.parts, args.scale, out, args.jobs)
+    if stopped_by:
         print("interrupted: the report holds the finished parts", file=sys.stderr)
         report["interrupted"] = True
     report["seconds"] = time.perf_counter() - started
@@ -547,8 +573,8 @@ def main(argv=None) -> int:
         f.write(markdown(report))
     print(table(report))
     print(f"wrote {os.path.join(out, 'report.md')} and report.json in {report['seconds']:.0f} s")
-    if report.get("interrupted"):
-        return 130
+    if stopped_by:
+        return 128 + stopped_by
     return 0 if all(p["status"] == "ok" for p in report["parts"]) else 1
 
 

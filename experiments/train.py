@@ -3,7 +3,7 @@
 Usage::
 
     python experiments/train.py --config configs/quick.yaml
-    python experiments/train.py --config configs/h100.yaml --set num_games=4096 --set search.num_simulations=64
+    python experiments/train.py --config configs/h100.yaml --set num_games=8192 --set search.num_simulations=32
     python experiments/train.py --config configs/quick.yaml --resume      # continue where it stopped
 
 ``--set key=value`` overrides any config key (dotted for sections: ``network.width=128``,

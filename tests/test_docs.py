@@ -173,6 +173,12 @@ TINY_RUN = {
 }
 
 
+def test_the_first_search_benchmark_runs_stock_mctx_too():
+    # The tiny acceptance run leaves stock mctx's search to test_benchmark_commands_run, which
+    # runs the first documented search benchmark for real.
+    assert "--mctx both" in SEARCH_BENCHMARKS[0][1], SEARCH_BENCHMARKS[0]
+
+
 @pytest.mark.parametrize("where,command", BENCHMARKS)
 def test_benchmark_commands_run(where, command, tmp_path):
     """Each command parses and its config loads; env commands and the first selfplay and

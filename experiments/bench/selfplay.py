@@ -96,8 +96,8 @@ def add_parser(subparsers) -> None:
     common.add_config_arguments(p, DEFAULT_CONFIG, "--set network.dtype=float32")
     p.add_argument("--batch-sizes", type=common.list_of(), default=[2048, 4096],
                    help="games played side by side, e.g. 64,256 or 2^11,2^12 (default 2048,4096)")
-    p.add_argument("--simulations", type=common.list_of(), default=[64],
-                   help="simulations per move, e.g. 16,64 (default 64)")
+    p.add_argument("--simulations", type=common.list_of(), default=[16, 64],
+                   help="simulations per move (default 16,64)")
     p.add_argument("--moves", type=common.int_at_least(1), default=24, help="moves per iteration (default 24)")
     p.add_argument("--updates", type=common.int_at_least(-1), default=-1,
                    help="SGD steps per iteration (default: the config's updates_per_iteration; 0: self-play only)")
