@@ -17,7 +17,7 @@ crashes or runs out of time is reported as such and the next one starts), and wr
 - ``DIR/parts/<part>.json`` and ``DIR/parts/<part>.log``: each part's own output.
 
 Parts (``--scale full`` fits one 10-minute slot on one H100; ``--scale tiny`` does the
-same on a CPU in about two minutes, or one with ``--jobs 2``, and runs in the test suite,
+same on a CPU in about two minutes, one and a half with ``--jobs 2``, and runs in the test suite,
 so the script cannot rot):
 
 ==============  ==============================================================================
