@@ -75,10 +75,11 @@ TARGETS = {
 }
 AT_MOST = {"search_cost_256_vs_16", "conformance_mismatches"}
 
-# The search and learner parts measure the search machinery, so they hold the network,
-# targets and updates their speed targets were set for: the plain MLP, no afterstate
-# inputs (31 engine steps per evaluation), no solver in the iteration, 64 updates. The iteration and strength
-# parts run the shipped configs as they are, levers included.
+# The search and learner parts measure the search machinery, so they hold the network and
+# targets their speed targets were set for: the plain MLP, no afterstate inputs (31 engine
+# steps per evaluation), no solver in the iteration (and, at full scale, the learner's 64
+# updates: ``learner_updates``). The iteration and strength parts run the shipped configs
+# as they are, levers included.
 MACHINERY_OVERRIDES = ["network.afterstates=false", "alphazero.exact_value_targets=false",
                        "alphazero.exact_policy_targets=false"]
 
@@ -411,25 +412,16 @@ def _kill(proc: subprocess.Popen) -> None:
         pass
 
 
-class _Stopped(KeyboardInterrupt):
-    """SIGINT or SIGTERM during the parts (``signum``)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _stop_on_signal(signum, frame):
-    # Later signals are noted by nobody: the cleanup below must not be cut short.
-    for handled in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(handled, lambda *_: None)
-    raise _Stopped(signum)
-
-
 def run_parts(names: list[str], scale: str, out: str, jobs: int) -> tuple[list[dict], int]:
     """Every part, ``jobs`` at a time, in child processes; the results in the order of
     ``names`` and the signal (SIGINT or SIGTERM; 0: none) that cut the run short (then only
-    the parts finished before it, and no child is left running)."""
+    the parts finished before it, and no child is left running).
+
+    Signals follow the command lines' contract (:class:`CommandSignals`): they are noted,
+    also where the shell started the script with SIGINT ignored (a background job), and
+    acted on between waits. Parts run in sessions of their own, so only this stops them."""
+    from beastybar_jax.training.interrupt import CommandSignals, Interrupted
+
     running: dict[str, subprocess.Popen] = {}
     results: dict[str, dict] = {}
 
@@ -438,34 +430,33 @@ def run_parts(names: list[str], scale: str, out: str, jobs: int) -> tuple[list[d
         print(f"[{name}] running (budget {BUDGETS[scale][name]} s) ...\n", end="", flush=True)
         return spawn_part(name, scale, out, BUDGETS[scale][name], running)
 
+    def kill_running() -> None:
+        for proc in list(running.values()):
+            _kill(proc)
+
     pool = ThreadPoolExecutor(max_workers=jobs)
     futures = {pool.submit(one, name): name for name in names}
     pending = set(futures)
-    # Handlers of our own, not Python's default: a shell starts background jobs with SIGINT
-    # ignored, and parts run in sessions of their own, so nothing else would stop them.
-    previous = {s: signal.signal(s, _stop_on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        while pending:
-            # A timeout, not a blocking wait: a signal may reach a worker thread, and only a
-            # main thread that wakes up runs the handler promptly.
-            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            for future in done:
-                result = results[futures[future]] = future.result()
-                print(f"[{result['part']}] {result['status']}{(': ' + result['why']) if result.get('why') else ''} "
-                      f"in {result['seconds']:.0f} s\n", end="", flush=True)
-        stopped_by = 0
-    except KeyboardInterrupt as e:
-        stopped_by = getattr(e, "signum", signal.SIGINT)
-        pool.shutdown(wait=False, cancel_futures=True)
-        while not all(f.done() for f in futures):  # a part may start while the others are stopped
-            for proc in list(running.values()):
-                _kill(proc)
-            time.sleep(0.1)
-    finally:
-        for handled, handler in previous.items():
-            signal.signal(handled, handler)
+    stopped_by = 0
+    with CommandSignals() as signals:
+        # Should the loop below not reach its safe point in time, the watchdog stops the parts.
+        signals.when_forced(lambda signum: kill_running() or "interrupted: parts stopped, no report written")
+        try:
+            while pending:
+                signals.check()  # a safe point: every wait times out to reach it
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                for future in done:
+                    result = results[futures[future]] = future.result()
+                    print(f"[{result['part']}] {result['status']}{(': ' + result['why']) if result.get('why') else ''} "
+                          f"in {result['seconds']:.0f} s\n", end="", flush=True)
+        except Interrupted as e:
+            stopped_by = e.signum
+            pool.shutdown(wait=False, cancel_futures=True)
+            while not all(f.done() for f in futures):  # a part may start while the others are stopped
+                kill_running()
+                time.sleep(0.1)
     pool.shutdown()
-    return [results[name] for name in names if name in results], int(stopped_by)
+    return [results[name] for name in names if name in results], stopped_by
 
 
 def _fmt(value) -> str:
