@@ -76,6 +76,10 @@ def test_to_dict_from_dict_round_trip():
     (["seed=9223372036854775808"], "'seed' must be an integer in [0, 2**63)"),
     (["alphazero=3"], "section 'alphazero' must be a mapping"),
     (["network=3"], "section 'network' must be a mapping"),
+    (["alphazero.exact_policy_weight=3"], "'alphazero.exact_policy_weight' (3.0) weighs positions with exact targets: "
+                                          "it needs exact_value_targets: true"),
+    (["alphazero.exact_value_targets=true", "alphazero.exact_policy_weight=0"],
+     "'alphazero.exact_policy_weight' must be > 0"),
 ])
 def test_bad_values_name_the_key(overrides, fragment):
     with pytest.raises(ConfigError) as info:

@@ -410,6 +410,7 @@ def test_exact_value_and_policy_targets_are_the_solvers(endgames, solve):
     solvable, result, keeps = expected(stored.observation)
     assert solvable.sum() >= 5 * num_games
     np.testing.assert_array_equal(stored.value[solvable], result[solvable])
+    np.testing.assert_array_equal(stored.exact, solvable)  # flagged for alphazero.exact_policy_weight
     check_policies(stored.policy, solvable, keeps)
     # Some solved positions have moves that throw the result away, and none is a target.
     assert (stored.legal_mask[solvable] & ~keeps[solvable]).any()

@@ -22,6 +22,7 @@ def records_with_ids(ids):
         player=(ids % 2).astype(jnp.int8),
         value=ids,
         score_margin=-ids,
+        exact=ids > 2,
     )
 
 
@@ -36,6 +37,7 @@ def test_insert_keeps_only_valid_records_in_order():
     np.testing.assert_array_equal(buffer.records.observation[:3, 0], [1, 3, 5])
     np.testing.assert_array_equal(buffer.records.score_margin[:3], [-1, -3, -5])
     np.testing.assert_array_equal(buffer.records.player[:3], [1, 1, 1])
+    np.testing.assert_array_equal(buffer.records.exact[:4], [False, True, True, False])
 
 
 def test_ring_wraps_and_overwrites_the_oldest():

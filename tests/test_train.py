@@ -63,6 +63,30 @@ def test_aux_score_head_learns_when_enabled(full_run):
         _buffer_loss(full_run["initial_params"], full_run)["aux_loss"]
 
 
+def test_exact_policy_weight_weighs_the_policy_loss_of_exactly_labelled_positions(full_run):
+    """``alphazero.exact_policy_weight``: the policy loss is the cross-entropy's mean over
+    the batch weighted by it where ``Records.exact`` (1 elsewhere), recomputed here from
+    the network's own logits."""
+    import dataclasses
+
+    state, config = full_run["state"], full_run["config"]
+    network, params = tiny_training.trainer().network, state.params
+    size = int(state.replay.size)
+    batch = jax.tree.map(lambda x: jnp.asarray(x[:size]), state.replay.records)
+    batch = batch.replace(exact=jnp.arange(size) % 3 == 0)  # every third position labelled exactly
+    logits = np.where(batch.legal_mask, np.asarray(network.apply(params, batch.observation).policy_logits), -np.inf)
+    log_policy = logits - np.log(np.sum(np.exp(logits - logits.max(-1, keepdims=True)), -1, keepdims=True)) \
+        - logits.max(-1, keepdims=True)
+    cross_entropy = -np.sum(np.where(batch.legal_mask, np.asarray(batch.policy) * log_policy, 0.0), axis=-1)
+    for weight in (1.0, 4.0):
+        az = dataclasses.replace(config.alphazero, exact_policy_weight=weight)
+        _, metrics = loss_fn(params, network, batch, az, config.network.aux_score_head)
+        weights = np.where(np.asarray(batch.exact), weight, 1.0)
+        np.testing.assert_allclose(float(metrics["policy_loss"]), np.sum(weights * cross_entropy) / weights.sum(),
+                                   rtol=1e-5)
+    assert not np.isclose(cross_entropy[::3].mean(), cross_entropy.mean(), rtol=1e-3)  # so the weight shows
+
+
 def test_interrupt_then_resume_equals_one_uninterrupted_run(full_run, tmp_path):
     config = tiny_training.tiny_config(tmp_path / "resumed")
     half = config.num_iterations // 2

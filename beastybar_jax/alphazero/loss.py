@@ -14,12 +14,19 @@ def loss_fn(params, network, batch: Records, config: AlphaZeroConfig, aux_score_
     (+ ``aux_loss_weight`` x score-margin MSE when the aux head is on).
 
     Illegal actions are masked out of the policy's softmax, so the network is only
-    asked to rank legal moves. Returns ``(loss, metrics)``.
+    asked to rank legal moves. The cross-entropy is a mean over ``batch`` weighted by
+    ``exact_policy_weight`` where ``batch.exact`` (1 elsewhere). Returns
+    ``(loss, metrics)``; ``policy_loss`` is that weighted mean.
     """
     output = network.apply(params, batch.observation)
     logits = jnp.where(batch.legal_mask, output.policy_logits, -1e9)
     log_policy = jax.nn.log_softmax(logits, axis=-1)
-    policy_loss = -jnp.mean(jnp.sum(jnp.where(batch.legal_mask, batch.policy * log_policy, 0.0), axis=-1))
+    cross_entropy = -jnp.sum(jnp.where(batch.legal_mask, batch.policy * log_policy, 0.0), axis=-1)  # [N]
+    if config.exact_policy_weight == 1.0:  # the plain mean, so runs without the weight reproduce bit for bit
+        policy_loss = jnp.mean(cross_entropy)
+    else:
+        weight = jnp.where(batch.exact, config.exact_policy_weight, 1.0)
+        policy_loss = jnp.sum(weight * cross_entropy) / jnp.sum(weight)
     value_loss = jnp.mean(jnp.square(output.value - batch.value))
     aux_loss = jnp.mean(jnp.square(output.score_margin - batch.score_margin))
     aux_weight = config.aux_loss_weight if aux_score_head else 0.0

@@ -25,6 +25,8 @@ class Records:
       player: ``int8[N]`` the player to move.
       value: ``float32[N]`` the game's final outcome for ``player`` (+1, 0, -1).
       score_margin: ``float32[N]`` the final ``game.score_margin`` of ``player`` / ``game.score_margin_scale``.
+      exact: ``bool[N]`` whether ``value`` (and, with exact policy targets, ``policy``) is
+        the solver's exact target rather than the game's outcome and the search's policy.
     """
 
     observation: chex.Array
@@ -33,6 +35,7 @@ class Records:
     player: chex.Array
     value: chex.Array
     score_margin: chex.Array
+    exact: chex.Array
 
 
 @chex.dataclass(frozen=True)
@@ -65,6 +68,7 @@ def empty_records(shape: tuple[int, ...], observation_size: int, num_actions: in
         player=jnp.zeros(shape, jnp.int8),
         value=jnp.zeros(shape, jnp.float32),
         score_margin=jnp.zeros(shape, jnp.float32),
+        exact=jnp.zeros(shape, bool),
     )
 
 

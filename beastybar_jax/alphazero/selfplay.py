@@ -208,6 +208,7 @@ def _play_move(game, evaluate, search_config, state: SelfPlayState, replay: Repl
         player=players.astype(jnp.int8),
         value=jnp.zeros((num_games,), jnp.float32),
         score_margin=jnp.zeros((num_games,), jnp.float32),
+        exact=jnp.zeros((num_games,), bool),
     )
     rows = jnp.arange(num_games)
     trajectory = jax.tree.map(
@@ -220,7 +221,8 @@ def _play_move(game, evaluate, search_config, state: SelfPlayState, replay: Repl
 
     labelled = label_trajectory(game, trajectory, next_games)
     if exact:
-        labelled = labelled.replace(value=jnp.where(state.exact_known, state.exact_value, labelled.value))
+        labelled = labelled.replace(value=jnp.where(state.exact_known, state.exact_value, labelled.value),
+                                    exact=state.exact_known)
     valid = done[:, None] & (jnp.arange(max_length)[None, :] < length[:, None])  # [B, T]
     flat = jax.tree.map(lambda x: x.reshape((num_games * max_length,) + x.shape[2:]), labelled)
     played = None
@@ -307,7 +309,8 @@ def apply_exact_values(game: Game, state: ExactSelfPlayState, replay: ReplayBuff
     write = solved & ended & (inserted_since <= capacity)
     records = replay.records
     write_slots = jnp.where(write, slot, capacity).reshape(-1)
-    records = records.replace(value=records.value.at[write_slots].set(value.reshape(-1), mode="drop"))
+    records = records.replace(value=records.value.at[write_slots].set(value.reshape(-1), mode="drop"),
+                              exact=records.exact.at[write_slots].set(True, mode="drop"))
     if exact_policy:
         records = records.replace(policy=records.policy.at[write_slots].set(policy, mode="drop"))
     replay = replay.replace(records=records)

@@ -41,7 +41,10 @@ class AlphaZeroConfig:
     ``exact_policy_targets`` (needs ``exact_value_targets``) a solved position's
     policy target is also the search's target restricted to the moves that keep its
     exact result (``Game.exact_actions``), renormalized (uniform over them where the
-    search gave them no weight).
+    search gave them no weight). ``exact_policy_weight`` (needs ``exact_value_targets``)
+    weighs the policy loss of the positions with exact targets against 1 for the
+    others; the loss stays a weighted mean, so it shifts the policy's attention to the
+    solved endgames without changing its scale beside the value loss.
     """
 
     # self-play
@@ -60,6 +63,7 @@ class AlphaZeroConfig:
     exact_value_targets: bool = False  # value target = the solver's result where it has one
     exact_value_budget: int = 500  # solver loop iterations per training iteration (0: no limit)
     exact_policy_targets: bool = False  # policy target = search target on the solver's result-keeping moves
+    exact_policy_weight: float = 1.0  # policy-loss weight of positions with exact targets (others: 1)
 
     def validate(self, *, num_games: int, max_game_length: int, prefix: str = "alphazero.") -> None:
         """Raise ``ConfigError`` naming the key and the fix for an impossible value."""
@@ -83,6 +87,11 @@ class AlphaZeroConfig:
               "needs exact_value_targets: true (the same solve gives both)")
         for name in ("value_loss_weight", "aux_loss_weight"):
             check_finite_nonnegative(getattr(self, name), k(name))
+        check_finite_nonnegative(self.exact_policy_weight, k("exact_policy_weight"))
+        check(self.exact_policy_weight > 0, k("exact_policy_weight"),
+              "must be > 0 (1 = weighed like every other position)")
+        check(self.exact_policy_weight == 1.0 or self.exact_value_targets, k("exact_policy_weight"),
+              f"({self.exact_policy_weight}) weighs positions with exact targets: it needs exact_value_targets: true")
 
     def split_keys(self) -> tuple[str, ...]:
         """Keys whose values are split over devices (must divide by the device count)."""
