@@ -34,6 +34,16 @@ def test_the_champion_files_are_package_data():
     assert json.loads((CHAMPION_DIR / "config.json").read_text())["game"] == "beastybar"
 
 
+def test_the_champion_was_trained_by_configs_champion_yaml():
+    """The documented command rebuilds it: the shipped config is ``configs/champion.yaml``
+    but for where and how often the run kept its checkpoints."""
+    from beastybar_jax.config import config_diff, load_config
+
+    shipped = load_exported(CHAMPION_DIR).config
+    differences = config_diff(shipped, load_config(ROOT / "configs" / "champion.yaml"))
+    assert set(differences) <= {"run_dir", "keep_checkpoints"}, differences
+
+
 @pytest.mark.slow
 def test_the_champion_beats_the_heuristic_clearly():
     """32 deals (64 games, seats swapped): the raw policy wins at least 70% (it wins
