@@ -77,7 +77,7 @@ def test_exact_policy_weight_weighs_the_policy_loss_of_exactly_labelled_position
     logits = np.where(batch.legal_mask, np.asarray(network.apply(params, batch.observation).policy_logits), -np.inf)
     log_policy = logits - np.log(np.sum(np.exp(logits - logits.max(-1, keepdims=True)), -1, keepdims=True)) \
         - logits.max(-1, keepdims=True)
-    cross_entropy = -np.sum(np.where(batch.legal_mask, np.asarray(batch.policy) * log_policy, 0.0), axis=-1)
+    cross_entropy = -np.sum(np.asarray(batch.policy) * np.where(batch.legal_mask, log_policy, 0.0), axis=-1)
     for weight in (1.0, 4.0):
         az = dataclasses.replace(config.alphazero, exact_policy_weight=weight)
         _, metrics = loss_fn(params, network, batch, az, config.network.aux_score_head)
