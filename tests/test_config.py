@@ -79,7 +79,7 @@ def test_to_dict_from_dict_round_trip():
     (["alphazero.exact_policy_weight=3"], "'alphazero.exact_policy_weight' (3.0) weighs positions with exact targets: "
                                           "it needs exact_value_targets: true"),
     (["alphazero.exact_value_targets=true", "alphazero.exact_policy_weight=0"],
-     "'alphazero.exact_policy_weight' must be > 0"),
+     "'alphazero.exact_policy_weight' must be a finite number > 0"),
 ])
 def test_bad_values_name_the_key(overrides, fragment):
     with pytest.raises(ConfigError) as info:

@@ -75,8 +75,8 @@ def test_exact_policy_weight_weighs_the_policy_loss_of_exactly_labelled_position
     batch = jax.tree.map(lambda x: jnp.asarray(x[:size]), state.replay.records)
     batch = batch.replace(exact=jnp.arange(size) % 3 == 0)  # every third position labelled exactly
     logits = np.where(batch.legal_mask, np.asarray(network.apply(params, batch.observation).policy_logits), -np.inf)
-    log_policy = logits - np.log(np.sum(np.exp(logits - logits.max(-1, keepdims=True)), -1, keepdims=True)) \
-        - logits.max(-1, keepdims=True)
+    shifted = logits - logits.max(-1, keepdims=True)
+    log_policy = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
     cross_entropy = -np.sum(np.asarray(batch.policy) * np.where(batch.legal_mask, log_policy, 0.0), axis=-1)
     for weight in (1.0, 4.0):
         az = dataclasses.replace(config.alphazero, exact_policy_weight=weight)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from beastybar_jax.validation import check, check_at_least, check_finite_nonnegative
 
@@ -87,9 +88,8 @@ class AlphaZeroConfig:
               "needs exact_value_targets: true (the same solve gives both)")
         for name in ("value_loss_weight", "aux_loss_weight"):
             check_finite_nonnegative(getattr(self, name), k(name))
-        check_finite_nonnegative(self.exact_policy_weight, k("exact_policy_weight"))
-        check(self.exact_policy_weight > 0, k("exact_policy_weight"),
-              "must be > 0 (1 = weighed like every other position)")
+        check(math.isfinite(self.exact_policy_weight) and self.exact_policy_weight > 0, k("exact_policy_weight"),
+              f"must be a finite number > 0 (1: weighed like every other position), got {self.exact_policy_weight}")
         check(self.exact_policy_weight == 1.0 or self.exact_value_targets, k("exact_policy_weight"),
               f"({self.exact_policy_weight}) weighs positions with exact targets: it needs exact_value_targets: true")
 
