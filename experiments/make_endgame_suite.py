@@ -95,9 +95,7 @@ def make_suite(pairings, num_games: int, seed: int, log=print, name=lambda pairi
         states = positions_of_pairing(a, b, num_games, jax.random.fold_in(key, index), rng)
         solution = jax.device_get(solve(states))
         assert solution.solved.all() and solution.action_exact[solution.legal].all()
-        margins = np.where(solution.legal, solution.action_margin, solution.margin[:, None])
-        decision = (margins != solution.margin[:, None]).any(axis=1)
-        keep = np.flatnonzero(decision)
+        keep = np.flatnonzero(positions.real_decisions(solution)[0])
         parts.append((jax.tree.map(lambda x: x[keep], states), solution.action_margin[keep],
                       solution.legal[keep], np.full(keep.size, index, np.int8)))
         sources.append(name(f"{a} vs {b}"))

@@ -65,6 +65,13 @@ def test_champion_specs_and_a_missing_champion(tmp_path):
         make_agent("champion", game=get_game("tictactoe"))
     with pytest.raises(ExportError, match="no exported network"):
         load_exported(tmp_path)
+    # checkpoint:<dir> names an exported network too (experiments/fit_endgames.py --out).
+    exported = tmp_path / "exported"
+    exported.mkdir()
+    for name in ("config.json", "params.msgpack"):
+        (exported / name).write_bytes((CHAMPION_DIR / name).read_bytes())
+    state, key = get_game("beastybar").init(jax.random.key(3)), jax.random.key(4)
+    assert int(make_agent(f"checkpoint:{exported}").act(state, key)) == int(make_agent("champion").act(state, key))
     (tmp_path / "config.json").write_text((CHAMPION_DIR / "config.json").read_text())
     (tmp_path / "params.msgpack").write_bytes(b"not msgpack")
     with pytest.raises(ExportError, match="does not match the network"):

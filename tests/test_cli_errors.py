@@ -150,6 +150,7 @@ def test_conformance_tool_on_bad_files(tmp_path, capsys):
 # ----------------------------------------------------------------------------- issue 21: bad numbers and paths
 
 import exploit  # noqa: E402  (experiments/)
+import fit_endgames  # noqa: E402
 import make_endgame_suite  # noqa: E402
 import play  # noqa: E402
 
@@ -174,6 +175,9 @@ def _exit_code(main, argv) -> int:
     (play.main, ["--seed", "99999999999999999999999"], "argument --seed: a seed must be"),  # row 13: a traceback
     (make_endgame_suite.main, ["--seed", "x"], "argument --seed: expected an integer seed"),
     (make_endgame_suite.main, ["--games", "-3"], "argument --games: must be at least 1"),
+    (fit_endgames.main, ["--init", "scratch", "--rounds", "0"], "argument --rounds: must be at least 1"),
+    (fit_endgames.main, ["--init", "scratch", "--learning-rate", "nan"], "--learning-rate must be positive"),
+    (fit_endgames.main, ["--init", "champion", "--set", "network.width=64"], "use it with --init scratch"),
     (benchmark.main, ["search", "--repeats", "0"], "argument --repeats: must be at least 1"),
     (benchmark.main, ["ppo", "--repeats", "-1"], "argument --repeats: must be at least 1"),
     (benchmark.main, ["env", "--seed", "1e3"], "argument --seed: expected an integer seed"),

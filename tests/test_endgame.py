@@ -96,6 +96,17 @@ def test_the_endgames_come_from_real_games(endgames, truth):
     assert {-1, 0, 1} <= set(np.unique(truth.result))
 
 
+def test_real_decisions_and_the_moves_that_keep_the_result(solutions, truth):
+    """``positions.real_decisions``: what the suite keeps (the legal moves' exact margins
+    differ) and the targets of experiments/fit_endgames.py (the moves whose exact result
+    is the position's), against the whole game tree."""
+    decision, keeps = positions.real_decisions(solutions["margins"])
+    distinct_margins = [len(set(m[legal])) for m, legal in zip(truth.action_margin, truth.legal)]
+    np.testing.assert_array_equal(decision, np.array(distinct_margins) > 1)
+    np.testing.assert_array_equal(keeps, truth.legal & (truth.action_result == truth.result[:, None]))
+    assert 0 < decision.mean() < 1 and keeps.any(axis=1).all()
+
+
 @pytest.mark.slow
 def test_margins_mode_equals_brute_force_on_every_action(solutions, truth):
     s = solutions["margins"]

@@ -22,7 +22,8 @@ Specs::
                                            elsewhere (beastybar_jax.games.beastybar.endgame)
 
 ``<path>`` is a run directory, its ``checkpoints/`` directory or one
-``checkpoints/<iteration>`` directory; the checkpoint must have been trained on the
+``checkpoints/<iteration>`` directory, or a directory holding an exported network
+(``config.json`` and ``params.msgpack``, as ``experiments/export_champion.py`` writes); the checkpoint must have been trained on the
 game asked for. Options follow ``@`` and are peeled off from the end, so a path may
 itself contain ``@``. Asking for an agent that does not play the game (a Beasty Bar
 heuristic for tic-tac-toe) is an :class:`AgentSpecError` naming the agents that do.
@@ -30,6 +31,7 @@ heuristic for tic-tac-toe) is an :class:`AgentSpecError` naming the agents that 
 
 from __future__ import annotations
 
+import os
 import re
 
 from beastybar_jax.agents.base import Agent
@@ -188,6 +190,8 @@ def make_agent(spec: str, *, game: Game | None = None) -> Agent:
             raise AgentSpecError(f"agent spec {spec!r}: worlds/algo only apply with search; add @sims=<N>")
         if base in shipped:  # a network shipped with the game (Game.networks): files in the package
             model = checkpoint.load_exported(shipped[base])
+        elif os.path.isfile(os.path.join(path, checkpoint.EXPORT_PARAMS)):  # an exported network
+            model = checkpoint.load_exported(path)
         else:
             model = checkpoint.load_agent(path)
         if model.config.game != game.name:

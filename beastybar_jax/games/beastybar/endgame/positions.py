@@ -88,3 +88,14 @@ def solvable_positions(history: game.State) -> game.State:
 def endgames_from_games(agent_a: Any, agent_b: Any, num_games: int, key: jax.Array) -> game.State:
     """All solvable positions of ``num_games`` games between two agents (host arrays ``[N]``)."""
     return solvable_positions(compiled_play(agent_a, agent_b, int(num_games))(key))
+
+
+def real_decisions(solution) -> tuple[np.ndarray, np.ndarray]:
+    """What a ``"margins"``-mode solution (``solver.solve``, host arrays) says about moves:
+    ``bool[N]`` the position is solved and its legal moves' final margins differ (a real
+    decision, what the endgame suite keeps), and ``bool[N, A]`` the legal moves that keep
+    the position's exact result (win, draw or loss)."""
+    margins = np.where(solution.legal, solution.action_margin, solution.margin[:, None])
+    decision = np.asarray(solution.solved) & (margins != solution.margin[:, None]).any(axis=1)
+    keeps = solution.legal & (np.sign(solution.action_margin) == np.sign(solution.margin)[:, None])
+    return decision, keeps
