@@ -26,16 +26,11 @@ import argparse
 import sys
 import time
 
-PAIRINGS = (
-    ("random", "random"),
-    ("greedy", "heuristic"),
-    ("heuristic", "aggressive"),
-    ("defensive", "outcome_heuristic"),
-    ("aggressive", "outcome_heuristic"),
-    ("outcome_heuristic", "heuristic"),
-    ("champion", "outcome_heuristic"),
-    ("champion", "heuristic"),
-)
+from make_endgame_suite import PAIRINGS as SUITE_PAIRINGS  # a sibling script (experiments/ is on sys.path)
+
+# The suite's pairings but Monte Carlo search (the slowest to play), and the champion's own games.
+PAIRINGS = tuple(p for p in SUITE_PAIRINGS if not p[0].startswith("mcts")) + (
+    ("champion", "outcome_heuristic"), ("champion", "heuristic"))
 CHUNK = 1024  # positions per compiled evaluation
 
 
