@@ -487,8 +487,11 @@ def load_agent(run_dir_or_checkpoint: str | os.PathLike) -> TrainedModel:
     A damaged latest checkpoint (see the module docstring) is skipped for the newest
     intact one, with a :class:`DamagedCheckpointWarning`; a damaged checkpoint named
     explicitly is an error. Raises :class:`CheckpointError` when the path is missing,
-    holds no checkpoint or no intact one.
+    holds no checkpoint or no intact one. A directory holding an exported network
+    (:func:`save_exported`) is read by :func:`load_exported`.
     """
+    if os.path.isfile(os.path.join(run_dir_or_checkpoint, EXPORT_PARAMS)):
+        return load_exported(run_dir_or_checkpoint)
     directory, step = _resolve(run_dir_or_checkpoint)
     _quiet_orbax()
     manager = ocp.CheckpointManager(directory, options=ocp.CheckpointManagerOptions(

@@ -31,7 +31,6 @@ heuristic for tic-tac-toe) is an :class:`AgentSpecError` naming the agents that 
 
 from __future__ import annotations
 
-import os
 import re
 
 from beastybar_jax.agents.base import Agent
@@ -190,8 +189,6 @@ def make_agent(spec: str, *, game: Game | None = None) -> Agent:
             raise AgentSpecError(f"agent spec {spec!r}: worlds/algo only apply with search; add @sims=<N>")
         if base in shipped:  # a network shipped with the game (Game.networks): files in the package
             model = checkpoint.load_exported(shipped[base])
-        elif os.path.isfile(os.path.join(path, checkpoint.EXPORT_PARAMS)):  # an exported network
-            model = checkpoint.load_exported(path)
         else:
             model = checkpoint.load_agent(path)
         if model.config.game != game.name:
