@@ -14,7 +14,9 @@ network on them: a held-out figure on as much fresh data as it likes. After each
 scores the project's endgame suite (raw argmax, as ``evaluate.py --endgames``).
 
 ``--init champion`` fine-tunes the shipped champion; ``--init scratch`` trains the
-champion's architecture (with ``--set network.*`` changes) from random weights. The
+champion's architecture (with ``--set network.*`` changes) from random weights; ``--init
+DIR`` fine-tunes the network of a run or an exported one (``--out`` of an earlier run:
+with another ``--seed`` it carries on with fresh positions). The
 positions come from games other than the suite's (other seeds). With ``--out DIR`` the
 trained network is written as the shipped champion is (``checkpoint.save_exported``), for
 ``evaluate.py --agent checkpoint:DIR`` and notebooks (``checkpoint.load_exported``).
@@ -39,8 +41,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
     parser = OneLineParser(description=__doc__.split("\n\n")[0],
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--init", choices=("champion", "scratch"), required=True,
-                        help="fine-tune the shipped champion, or train its architecture from random weights")
+    parser.add_argument("--init", required=True, metavar="{champion,scratch,DIR}",
+                        help="fine-tune the shipped champion, train its architecture from random weights, "
+                             "or fine-tune the network in DIR (a run or an exported network)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="with --init scratch: change the champion's config (network.width=512, ...)")
     parser.add_argument("--rounds", type=int_in_range(1, 10_000), default=4, help="rounds of fresh positions")
@@ -51,7 +54,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seed", type=seed_arg, default=1)
     parser.add_argument("--out", metavar="DIR", help="write the trained network here (exported format)")
     args = parser.parse_args(argv)
-    if args.overrides and args.init == "champion":
+    if args.overrides and args.init != "scratch":
         parser.error("--set changes the network: use it with --init scratch")
     if not args.learning_rate > 0:
         parser.error(f"--learning-rate must be positive, got {args.learning_rate}")
@@ -95,14 +98,21 @@ def main(argv=None) -> int:
     import numpy as np
     import optax
 
-    from beastybar_jax.checkpoint import load_exported, save_exported
+    from beastybar_jax.checkpoint import CheckpointError, load_agent, load_exported, save_exported
     from beastybar_jax.config import TrainConfig, apply_overrides
     from beastybar_jax.games import beastybar as game
     from beastybar_jax.games.beastybar.endgame.suite import load_suite
     from beastybar_jax.games.beastybar.env import CHAMPION_DIR
     from beastybar_jax.network import init_params, make_network
 
-    model = load_exported(CHAMPION_DIR)
+    try:
+        model = load_exported(CHAMPION_DIR) if args.init in ("champion", "scratch") else load_agent(args.init)
+    except CheckpointError as e:
+        print(f"fit_endgames.py: error: --init {args.init}: {e}", file=sys.stderr)
+        return 2
+    if model.game is not None and model.game.name != game.BEASTYBAR.name:
+        print(f"fit_endgames.py: error: --init {args.init} is a {model.game.name} network", file=sys.stderr)
+        return 2
     key = jax.random.key(args.seed)
     if args.init == "scratch":
         try:

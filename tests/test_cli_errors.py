@@ -190,6 +190,15 @@ def test_every_numeric_argument_is_checked_in_one_line(main, argv, expected, cap
     assert expected in one_line(capsys.readouterr().err)
 
 
+def test_fit_endgames_init_names_a_network_it_can_read(tmp_path, capsys):
+    """``fit_endgames.py --init DIR`` fine-tunes the network in DIR: a path holding none is
+    one line and exit code 2, and ``--set`` (which rebuilds the network) goes with scratch only."""
+    assert _exit_code(fit_endgames.main, ["--init", str(tmp_path / "no_run")]) == 2
+    assert "--init" in (message := one_line(capsys.readouterr().err)) and "no such run directory" in message
+    assert _exit_code(fit_endgames.main, ["--init", str(tmp_path), "--set", "network.width=64"]) == 2
+    assert "use it with --init scratch" in one_line(capsys.readouterr().err)
+
+
 def test_a_match_takes_one_agent_and_says_where_lists_go(capsys):
     """``--agent A,B`` lists agents for ``--endgames`` only; in a match it was read as one
     checkpoint path ("no such run directory or checkpoint: A,B")."""
