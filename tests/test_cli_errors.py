@@ -197,6 +197,20 @@ def test_fit_endgames_init_names_a_network_it_can_read(tmp_path, capsys):
     assert "--init" in (message := one_line(capsys.readouterr().err)) and "no such run directory" in message
     assert _exit_code(fit_endgames.main, ["--init", str(tmp_path), "--set", "network.width=64"]) == 2
     assert "use it with --init scratch" in one_line(capsys.readouterr().err)
+    # A network of another game: an untrained tic-tac-toe one, exported as fit_endgames --out writes.
+    import jax
+    from beastybar_jax.checkpoint import TrainedModel, save_exported
+    from beastybar_jax.config import load_config
+    from beastybar_jax.games import get_game
+    from beastybar_jax.network import init_params, make_network
+    from helpers import REPO_ROOT
+    config = load_config(REPO_ROOT / "configs" / "tictactoe.yaml")
+    game = get_game(config.game)
+    network = make_network(config.network, game)
+    params = init_params(network, jax.random.key(0), game.observation_size)
+    exported = save_exported(TrainedModel(network, params, config, 0, "", game), tmp_path / "tictactoe")
+    assert _exit_code(fit_endgames.main, ["--init", exported]) == 2
+    assert "is a tictactoe network" in one_line(capsys.readouterr().err)
 
 
 def test_a_match_takes_one_agent_and_says_where_lists_go(capsys):
