@@ -101,6 +101,7 @@ def main(argv=None) -> int:
     from beastybar_jax.checkpoint import CheckpointError, load_agent, load_exported, save_exported
     from beastybar_jax.config import TrainConfig, apply_overrides
     from beastybar_jax.games import beastybar as game
+    from beastybar_jax.games.beastybar.endgame import positions
     from beastybar_jax.games.beastybar.endgame.suite import load_suite
     from beastybar_jax.games.beastybar.env import CHAMPION_DIR
     from beastybar_jax.network import init_params, make_network
@@ -110,7 +111,7 @@ def main(argv=None) -> int:
     except CheckpointError as e:
         print(f"fit_endgames.py: error: --init {args.init}: {e}", file=sys.stderr)
         return 2
-    if model.game is not None and model.game.name != game.BEASTYBAR.name:
+    if model.game.name != game.BEASTYBAR.name:
         print(f"fit_endgames.py: error: --init {args.init} is a {model.game.name} network", file=sys.stderr)
         return 2
     key = jax.random.key(args.seed)
@@ -143,7 +144,7 @@ def main(argv=None) -> int:
             total += int(np.asarray(kept(params, observations[index], legal[index], keeps[index]))[:n - first].sum())
         return total / n
 
-    suite_keeps = suite.legal & (np.sign(suite.action_margin.astype(np.int32)) == np.sign(suite.margin)[:, None])
+    suite_keeps = positions.keeps_result(suite.legal, suite.action_margin, suite.margin)
     suite_score = lambda p: share_kept(p, suite_observations, suite.legal, suite_keeps)  # noqa: E731
     optimizer = optax.adam(args.learning_rate)
     opt_state = optimizer.init(params)

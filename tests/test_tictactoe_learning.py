@@ -21,6 +21,7 @@ from beastybar_jax.checkpoint import load_agent
 from beastybar_jax.config import load_config, read_yaml
 from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.games import minimax
+from beastybar_jax.network import init_params
 
 pytestmark = pytest.mark.slow  # the tic-tac-toe training run (CI runs it; the quick loop skips it)
 
@@ -84,7 +85,7 @@ def test_the_network_plays_optimal_moves_in_most_positions(run):
         good = jnp.take_along_axis(jax.vmap(lambda s: minimax.optimal_actions(game, s))(states), choice[:, None], axis=1)[:, 0]
         return float(np.asarray(good)[live].mean())
 
-    fresh = network.init(jax.random.key(1), jnp.zeros((1, game.observation_size)))
+    fresh = init_params(network, jax.random.key(1), game.observation_size)
     trained, untrained = optimal_share(run["params"]), optimal_share(fresh)
     assert trained >= 0.8 and trained >= untrained + 0.2, (trained, untrained)
 
@@ -106,7 +107,7 @@ def test_ppo_learns_to_draw_against_minimax(tmp_path):
     loop.close()
     game, network = loop.trainer.game, loop.trainer.network
     trained = losses_to_minimax(game, network, state.params)
-    untrained = losses_to_minimax(game, network, network.init(jax.random.key(1), jnp.zeros((1, game.observation_size))))
+    untrained = losses_to_minimax(game, network, init_params(network, jax.random.key(1), game.observation_size))
     print("losses to minimax from the first / second seat, trained", trained, "untrained", untrained)
     # Whether this short run ends in perfect play from the second seat depends on the seed and
     # on the CPU's floating point (seen: 0 to 57 losses in 500); that it has learned does not.

@@ -97,5 +97,10 @@ def real_decisions(solution) -> tuple[np.ndarray, np.ndarray]:
     the position's exact result (win, draw or loss)."""
     margins = np.where(solution.legal, solution.action_margin, solution.margin[:, None])
     decision = np.asarray(solution.solved) & (margins != solution.margin[:, None]).any(axis=1)
-    keeps = solution.legal & (np.sign(solution.action_margin) == np.sign(solution.margin)[:, None])
-    return decision, keeps
+    return decision, keeps_result(solution.legal, solution.action_margin, solution.margin)
+
+
+def keeps_result(legal, action_margin, margin) -> np.ndarray:
+    """``bool[N, A]`` the legal moves whose exact result (the sign of ``action_margin
+    [N, A]``) is the position's (the sign of ``margin [N]``): a solution's or a suite's."""
+    return np.asarray(legal) & (np.sign(np.asarray(action_margin, np.int32)) == np.sign(np.asarray(margin))[:, None])
