@@ -15,12 +15,13 @@ Two torsos share the same heads:
   of the pooling, so empty places cannot influence the output.
 
 With ``afterstates: true`` the network also computes the game's afterstate features
-from its input (``Game.afterstate_features(observation) -> [A, F]``: for each action,
-the known result of playing it, by the game's engine). A per-move MLP shared by all
-actions reads ``[afterstate_a, torso features]`` and
-adds a logit per action to the policy head's, and the value and score heads also see
-the max over the legal moves of its hidden units: one ply of calculation inside the
-network, where the raw policy can use it.
+from its input (``Game.legal_afterstates(observation) -> ([K, F], [K])``: for each legal
+action, the known result of playing it, by the game's engine, and the action's id). A
+per-move MLP shared by all actions reads ``[afterstate_a, torso features]`` and adds a
+logit per action to the policy head's (an illegal action gets what the MLP gives an
+all-zero row), and the value and score heads also see the max over the legal moves of
+its hidden units: one ply of calculation inside the network, where the raw policy can
+use it.
 
 Which slice of the observation holds the tokens is the game's
 :class:`~beastybar_jax.games.TokenLayout` (``Game.observation_tokens``: ``start``,
@@ -62,7 +63,7 @@ class NetworkConfig:
       aux_score_head: predict the final score margin (own minus opponent bar points,
         divided by 10); when off, ``score_margin`` is all zeros.
       afterstates: score each move also from its afterstate features (module
-        docstring); needs a game with ``afterstate_features``.
+        docstring); needs a game with ``legal_afterstates``.
       afterstate_width: hidden size of the per-move MLP.
     """
 
@@ -218,21 +219,31 @@ class AttentionTorso(nn.Module):
 
 
 class AfterstateScorer(nn.Module):
-    """``[B, A, F]`` afterstates and ``[B, D]`` torso features -> ``[B, A]`` move logits and
-    ``[B, width]`` pooled move features (max over the legal moves; a legal move's row
-    has ``afterstates[..., 0] == 1``, an illegal one is all zero)."""
+    """Legal moves' afterstates ``[B, K, F]``, their action ids ``[B, K]`` and torso
+    features ``[B, D]`` -> ``[B, A]`` move logits and ``[B, width]`` pooled move features
+    (max over the legal moves). A used row has ``afterstates[..., 0] == 1`` and an id
+    below ``num_actions``; an unused row is all zero with id ``num_actions``. Every
+    action without a row (the illegal ones) gets the logit of an all-zero row."""
 
     width: int
+    num_actions: int
 
     @nn.compact
-    def __call__(self, afterstates, features):
-        h = nn.Dense(self.width, name="afterstate_in")(afterstates)
+    def __call__(self, afterstates, actions, features):
+        # One extra all-zero row: the logit of the actions that have none.
+        zero_row = jnp.zeros_like(afterstates[..., :1, :])
+        rows = jnp.concatenate([afterstates, zero_row], axis=-2)  # [B, K + 1, F]
+        h = nn.Dense(self.width, name="afterstate_in")(rows)
         h = h + nn.Dense(self.width, use_bias=False, name="context_in")(features)[..., None, :]
         h = nn.relu(h)
         h = nn.relu(nn.Dense(self.width, name="move_hidden")(h))
-        logits = nn.Dense(1, kernel_init=_HEAD_INIT, name="move_logit")(h)[..., 0]
-        legal = afterstates[..., :1] > 0
-        pooled = jnp.max(jnp.where(legal, h, 0.0), axis=-2)  # relu outputs are >= 0
+        row_logits = nn.Dense(1, kernel_init=_HEAD_INIT, name="move_logit")(h)[..., 0]  # [B, K + 1]
+        at = actions[..., :, None] == jnp.arange(self.num_actions)  # [B, K, A]
+        has_row = jnp.any(at, axis=-2)
+        logits = jnp.sum(jnp.where(at, row_logits[..., :-1, None], 0.0), axis=-2)
+        logits = jnp.where(has_row, logits, row_logits[..., -1:])
+        used = afterstates[..., :1] > 0
+        pooled = jnp.max(jnp.where(used, h[..., :-1, :], 0.0), axis=-2)  # relu outputs are >= 0
         return logits, pooled
 
 
@@ -244,13 +255,13 @@ class PolicyValueNet(nn.Module):
       num_actions: ``A``, size of the policy head.
       token_layout: token layout for the attention torso (``None`` for games without
         tokens; ignored by ``"mlp"``).
-      afterstates: the game's ``afterstate_features`` (``config.afterstates`` only).
+      afterstates: the game's ``legal_afterstates`` (``config.afterstates`` only).
     """
 
     config: NetworkConfig
     num_actions: int
     token_layout: Optional[TokenLayout] = None
-    afterstates: Optional[Callable[[jax.Array], jax.Array]] = None
+    afterstates: Optional[Callable[[jax.Array], tuple]] = None
 
     @nn.compact
     def __call__(self, observation) -> NetworkOutput:
@@ -260,10 +271,11 @@ class PolicyValueNet(nn.Module):
         if cfg.afterstates:
             if self.afterstates is None:
                 raise ValueError("network.afterstates: build the network with make_network(config, game) from a "
-                                 "game with afterstate_features")
+                                 "game with legal_afterstates")
             flat = observation.reshape(-1, observation.shape[-1])
-            afterstates = jax.vmap(self.afterstates)(flat)
+            afterstates, moves = jax.vmap(self.afterstates)(flat)
             afterstates = afterstates.reshape(*observation.shape[:-1], *afterstates.shape[1:])
+            moves = moves.reshape(*observation.shape[:-1], moves.shape[-1])
         if cfg.torso == "mlp":
             features = MLPTorso(cfg.width, cfg.depth, dtype)(observation)
         else:
@@ -279,7 +291,8 @@ class PolicyValueNet(nn.Module):
         head = lambda size, name: nn.Dense(size, param_dtype=jnp.float32, kernel_init=_HEAD_INIT, name=name)
         policy_logits = head(self.num_actions, "policy_head")(features)
         if cfg.afterstates:
-            move_logits, pooled = AfterstateScorer(cfg.afterstate_width, name="afterstates")(afterstates, features)
+            move_logits, pooled = AfterstateScorer(cfg.afterstate_width, self.num_actions, name="afterstates")(
+                afterstates, moves, features)
             policy_logits = policy_logits + move_logits
             features = jnp.concatenate([features, pooled], axis=-1)
         value = jnp.tanh(head(1, "value_head")(features)[..., 0])
@@ -302,14 +315,14 @@ def make_network(config: NetworkConfig, game: Game | int,
     if isinstance(game, Game):
         num_actions, token_layout = game.num_actions, token_layout or game.observation_tokens
         if config.afterstates:
-            if game.afterstate_features is None:
+            if game.legal_afterstates is None:
                 raise ValueError(f"network.afterstates needs a game with afterstate features; {game.name} has "
                                  f"none: set network.afterstates: false")
-            afterstates = game.afterstate_features
+            afterstates = game.legal_afterstates
     else:
         num_actions = int(game)
         if config.afterstates:
-            raise ValueError("network.afterstates needs the Game (its afterstate_features), not a number of actions")
+            raise ValueError("network.afterstates needs the Game (its legal_afterstates), not a number of actions")
     layout = None if token_layout is None else TokenLayout(*token_layout)
     return PolicyValueNet(config=config, num_actions=num_actions, token_layout=layout, afterstates=afterstates)
 

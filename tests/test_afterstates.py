@@ -57,6 +57,28 @@ def test_afterstate_features_of_a_hand_built_position():
         expected[act("parrot", param=target)] = row(queue=kept, out_mine=gone[True], out_theirs=gone[False])
     np.testing.assert_array_equal(np.asarray(from_observation(state)), expected)
     np.testing.assert_array_equal(np.asarray(from_state(state)), expected)
+    # What the network reads: the legal moves' rows only, in id order, then unused rows.
+    rows, actions = jax.jit(AF.legal_afterstates)(game.observe(state, 1))
+    legal = [act("parrot", param=t) for t in range(4)] + [act("monkey")]
+    assert rows.shape == (AF.MAX_LEGAL_ACTIONS, AF.AFTERSTATE_SIZE)
+    np.testing.assert_array_equal(np.asarray(actions), legal + [game.NUM_ACTIONS] * (AF.MAX_LEGAL_ACTIONS - 5))
+    np.testing.assert_array_equal(np.asarray(rows[:5]), expected[legal])
+    assert not np.asarray(rows[5:]).any()
+    # The opponent, not to move, sees no legal move.
+    _, not_to_move = jax.jit(AF.legal_afterstates)(game.observe(state, 0))
+    assert (np.asarray(not_to_move) == game.NUM_ACTIONS).all()
+
+
+def test_the_most_legal_moves_a_position_can_have_all_get_a_row():
+    """Parrot, kangaroo, chameleon and skunk in hand, with a parrot, a kangaroo and two
+    more species in the queue: 4 + 2 + (4 + 2 + 2) + 1 = 15 legal moves, MAX_LEGAL_ACTIONS."""
+    state = position(queue=[(1, "parrot"), (1, "kangaroo"), (1, "seal"), (1, "zebra")],
+                     hands=(("parrot", "kangaroo", "chameleon", "skunk"), ()), mover=0)
+    legal = np.flatnonzero(np.asarray(game.legal_action_mask(state)))
+    assert len(legal) == AF.MAX_LEGAL_ACTIONS
+    rows, actions = jax.jit(AF.legal_afterstates)(game.observe(state, 0))
+    np.testing.assert_array_equal(np.asarray(actions), legal)
+    assert (np.asarray(rows[:, 0]) == 1).all()
 
 
 @pytest.fixture(scope="module")
@@ -98,5 +120,28 @@ def test_a_network_with_afterstates_scores_moves_by_them():
     zeroed["params"]["afterstates"]["move_logit"]["kernel"] = jnp.ones_like(
         params["params"]["afterstates"]["move_logit"]["kernel"])
     assert not np.allclose(network.apply(zeroed, observation).policy_logits, out.policy_logits)
-    with pytest.raises(ValueError, match="afterstate"):
-        make_network(NetworkConfig(afterstates=True), get_game("tictactoe"))
+
+
+@pytest.mark.slow
+def test_move_logits_are_the_move_scorer_on_every_action(played):
+    """The network scores only the legal moves' rows; every action's logit must still be
+    what the per-move MLP gives its row of the full table (all zero for an illegal
+    move), written out here with the parameters by hand."""
+    beastybar = get_game("beastybar")
+    network = make_network(NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8), beastybar)
+    params = init_params(network, jax.random.key(3), beastybar.observation_size)
+    observation = jax.vmap(game.observe)(played, played.current_player)[:300]
+    out = network.apply(params, observation)
+    p = params["params"]["afterstates"]
+    dense = lambda x, name: x @ p[name]["kernel"] + p[name].get("bias", 0.0)  # noqa: E731
+    # The torso's features: the network's own, read back through flax's intermediates.
+    _, inter = network.apply(params, observation, capture_intermediates=lambda m, _: m.name == "MLPTorso_0")
+    features = inter["intermediates"]["MLPTorso_0"]["__call__"][0]
+    table = jax.vmap(AF.afterstate_features)(observation)  # [N, 31, 109]
+    h = jax.nn.relu(dense(table, "afterstate_in") + (features @ p["context_in"]["kernel"])[:, None, :])
+    expected = dense(jax.nn.relu(dense(h, "move_hidden")), "move_logit")[..., 0]
+    head = params["params"]["policy_head"]
+    expected = expected + features @ head["kernel"] + head["bias"]
+    legal = np.asarray(table[..., 0]) > 0
+    assert legal.any() and (~legal).any()
+    np.testing.assert_allclose(np.asarray(out.policy_logits), np.asarray(expected), rtol=0, atol=1e-5)

@@ -279,8 +279,8 @@ def validate(config: TrainConfig, num_devices: int | None = None, game=None) -> 
     # __post_init__); here only what needs the game or the run.
     check(c.network.torso != "attention" or game.observation_tokens is not None, "network.torso",
           f"'attention' needs a game with observation tokens; {game.name} has none: use 'mlp'")
-    check(not c.network.afterstates or game.afterstate_features is not None, "network.afterstates",
-          f"needs a game with afterstate features (Game.afterstate_features); {game.name} has none: set it to false")
+    check(not c.network.afterstates or game.legal_afterstates is not None, "network.afterstates",
+          f"needs a game with afterstate features (Game.legal_afterstates); {game.name} has none: set it to false")
 
     section = c.section
     section.validate(num_games=c.num_games, max_game_length=game.max_game_length, prefix=c.algorithm + ".")

@@ -87,12 +87,13 @@ class Game(NamedTuple):
     # (AlphaZero's ``exact_policy_targets``). Pure and jittable.
     exact_actions: Optional[Callable[[Any, int], tuple]] = None
     # Optional one ply of calculation for the network (``network.afterstates``):
-    # afterstate_features(observation float32[O]) -> float32[A, afterstate_size]: for each
-    # action of the player to move (the observer), the result of playing it as far as it
-    # is known before playing (all zero for an illegal action, and when the observer is
-    # not to move). A function of the observation, so it cannot use hidden cards; pure
-    # and jittable (the network calls it on its input).
-    afterstate_features: Optional[Callable[[jax.Array], jax.Array]] = None
+    # legal_afterstates(observation float32[O]) -> (float32[K, afterstate_size], int32[K]):
+    # for each legal action of the player to move (the observer), the result of playing it
+    # as far as it is known before playing, and the action's id; K bounds the number of
+    # legal actions, unused rows are zero with id A (all unused when the observer is not
+    # to move). A function of the observation, so it cannot use hidden cards; pure and
+    # jittable (the network calls it on its input).
+    legal_afterstates: Optional[Callable[[jax.Array], tuple]] = None
     afterstate_size: int = 0
     # The game's own agents, for the agents registry (beastybar_jax.agents.make_agent):
     # ((registry name, factory() -> act(state, key) -> int32[] action), ...). Agents that
