@@ -221,9 +221,9 @@ class AttentionTorso(nn.Module):
 class AfterstateScorer(nn.Module):
     """Legal moves' afterstates ``[B, K, F]``, their action ids ``[B, K]`` and torso
     features ``[B, D]`` -> ``[B, A]`` move logits and ``[B, width]`` pooled move features
-    (max over the legal moves). A used row has ``afterstates[..., 0] == 1`` and an id
-    below ``num_actions``; an unused row is all zero with id ``num_actions``. Every
-    action without a row (the illegal ones) gets the logit of an all-zero row."""
+    (max over the legal moves). A used row has an id below ``num_actions``; an unused row
+    is all zero with id ``num_actions``. Every action without a row (the illegal ones)
+    gets the logit of an all-zero row."""
 
     width: int
     num_actions: int
@@ -242,7 +242,7 @@ class AfterstateScorer(nn.Module):
         has_row = jnp.any(at, axis=-2)
         logits = jnp.sum(jnp.where(at, row_logits[..., :-1, None], 0.0), axis=-2)
         logits = jnp.where(has_row, logits, row_logits[..., -1:])
-        used = afterstates[..., :1] > 0
+        used = (actions < self.num_actions)[..., None]
         pooled = jnp.max(jnp.where(used, h[..., :-1, :], 0.0), axis=-2)  # relu outputs are >= 0
         return logits, pooled
 

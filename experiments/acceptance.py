@@ -76,8 +76,8 @@ TARGETS = {
 AT_MOST = {"search_cost_256_vs_16", "conformance_mismatches"}
 
 # The search and learner parts measure the search machinery, so they hold the network and
-# targets their speed targets were set for: the plain MLP, no afterstate inputs (31 engine
-# steps per evaluation), no solver in the iteration (and, at full scale, the learner's 64
+# targets their speed targets were set for: the plain MLP, no afterstate inputs (an engine
+# step per legal move per evaluation), no solver in the iteration (and, at full scale, the learner's 64
 # updates: ``learner_updates``). The iteration and strength parts run the shipped configs
 # as they are, levers included.
 MACHINERY_OVERRIDES = ["network.afterstates=false", "alphazero.exact_value_targets=false",

@@ -3,6 +3,8 @@ by the engine from what the mover can see, as the network's input."""
 
 from __future__ import annotations
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -69,6 +71,30 @@ def test_afterstate_features_of_a_hand_built_position():
     assert (np.asarray(not_to_move) == game.NUM_ACTIONS).all()
 
 
+def test_no_position_has_more_legal_moves_than_rows():
+    """The legal mask depends on the mover's hand, the queue's length and the species in
+    it. Every hand of 1-4 species against every queue (length 0-4, each species at most
+    twice: one card per player): at most MAX_LEGAL_ACTIONS legal moves, so no legal move
+    can lose its row."""
+    hands = np.array([sum(np.eye(12, dtype=bool)[list(c)]) for n in range(1, 5)
+                      for c in itertools.combinations(range(12), n)])  # [793, 12]
+    queues = []
+    for k in range(5):
+        for species in itertools.combinations(range(12), k):
+            for length in range(max(k, 0), min(4, 2 * k) + 1):
+                cards = list(species) + [12 + s for s in species][:length - k]  # the repeats are the opponent's
+                queues.append(cards + [-1] * (5 - length))
+    queues = np.array(queues, np.int8)  # [1158, 5]
+    base = position(queue=[], hands=((), ()), mover=0)
+
+    def count(hand, queue):
+        state = base.replace(hand=jnp.stack([hand, jnp.zeros_like(hand)]), queue=queue)
+        return jnp.sum(game.legal_action_mask(state))
+
+    counts = jax.jit(jax.vmap(jax.vmap(count, in_axes=(None, 0)), in_axes=(0, None)))(hands, queues)
+    assert int(counts.max()) == AF.MAX_LEGAL_ACTIONS
+
+
 def test_the_most_legal_moves_a_position_can_have_all_get_a_row():
     """Parrot, kangaroo, chameleon and skunk in hand, with a parrot, a kangaroo and two
     more species in the queue: 4 + 2 + (4 + 2 + 2) + 1 = 15 legal moves, MAX_LEGAL_ACTIONS."""
@@ -120,13 +146,17 @@ def test_a_network_with_afterstates_scores_moves_by_them():
     zeroed["params"]["afterstates"]["move_logit"]["kernel"] = jnp.ones_like(
         params["params"]["afterstates"]["move_logit"]["kernel"])
     assert not np.allclose(network.apply(zeroed, observation).policy_logits, out.policy_logits)
+    with pytest.raises(ValueError, match="afterstate"):
+        make_network(NetworkConfig(afterstates=True), get_game("tictactoe"))
 
 
 @pytest.mark.slow
 def test_move_logits_are_the_move_scorer_on_every_action(played):
     """The network scores only the legal moves' rows; every action's logit must still be
     what the per-move MLP gives its row of the full table (all zero for an illegal
-    move), written out here with the parameters by hand."""
+    move), and the value must see the max of its hidden units over the legal moves,
+    written out here with the parameters by hand. (That the table has a row for every
+    legal move is checked against the engine's legal mask above.)"""
     beastybar = get_game("beastybar")
     network = make_network(NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8), beastybar)
     params = init_params(network, jax.random.key(3), beastybar.observation_size)
@@ -139,9 +169,14 @@ def test_move_logits_are_the_move_scorer_on_every_action(played):
     features = inter["intermediates"]["MLPTorso_0"]["__call__"][0]
     table = jax.vmap(AF.afterstate_features)(observation)  # [N, 31, 109]
     h = jax.nn.relu(dense(table, "afterstate_in") + (features @ p["context_in"]["kernel"])[:, None, :])
-    expected = dense(jax.nn.relu(dense(h, "move_hidden")), "move_logit")[..., 0]
+    hidden = jax.nn.relu(dense(h, "move_hidden"))  # [N, 31, 8]
+    expected = dense(hidden, "move_logit")[..., 0]
     head = params["params"]["policy_head"]
     expected = expected + features @ head["kernel"] + head["bias"]
     legal = np.asarray(table[..., 0]) > 0
     assert legal.any() and (~legal).any()
     np.testing.assert_allclose(np.asarray(out.policy_logits), np.asarray(expected), rtol=0, atol=1e-5)
+    pooled = jnp.max(jnp.where(legal[..., None], hidden, 0.0), axis=1)
+    value_head = params["params"]["value_head"]
+    value = jnp.tanh(jnp.concatenate([features, pooled], -1) @ value_head["kernel"] + value_head["bias"])[:, 0]
+    np.testing.assert_allclose(np.asarray(out.value), np.asarray(value), rtol=0, atol=1e-5)

@@ -13,9 +13,9 @@ cards; ``tests/test_afterstates.py`` checks that they equal those of the true st
 (:func:`from_state`) and a hand computation.
 
 The network reads them as :func:`legal_afterstates`: one row per *legal* action only,
-at most ``MAX_LEGAL_ACTIONS`` (15) of the 31, with the actions' ids. A position has
-4.5 legal actions on average, so computing and scoring 15 rows instead of 31 halves
-the cost of the features, most of an iteration's time with ``network.afterstates``.
+at most ``MAX_LEGAL_ACTIONS`` (15) of the 31, with the actions' ids. Computing and
+scoring 15 rows instead of 31 about halves the features' cost, most of an iteration's
+time with ``network.afterstates`` (docs/performance.md, "Training iterations").
 :func:`afterstate_features` spreads them over all 31 actions (the table below).
 
 Layout of one action's ``float32[AFTERSTATE_SIZE]`` row, from the mover's side

@@ -223,8 +223,8 @@ def recurring(queue, skip_card):
 
     packed = pack(queue)
     # The barrier hides the first visit's constant cursor from XLA's constant folding,
-    # which would otherwise evaluate batch-sized constant arrays at compile time (7 s to
-    # compile the afterstates of 100,000 observations instead of 2).
+    # which would otherwise evaluate batch-sized constant arrays at compile time: seconds
+    # more to compile the afterstates of a large batch (100,000 observations and more).
     init = jax.lax.optimization_barrier((packed, jnp.zeros((), jnp.int32)))
     final, _ = jax.lax.fori_loop(0, RECURRING_STEPS, visit, init, unroll=True)
     removed = _card_set(packed) & ~_card_set(final)
