@@ -208,7 +208,8 @@ def test_fit_endgames_init_names_a_network_it_can_read(tmp_path, capsys):
     game = get_game(config.game)
     network = make_network(config.network, game)
     params = init_params(network, jax.random.key(0), game.observation_size)
-    exported = save_exported(TrainedModel(network=network, params=params, config=config, iteration=0, path="", game=game), tmp_path / "tictactoe")
+    model = TrainedModel(network=network, params=params, config=config, iteration=0, path="", game=game)
+    exported = save_exported(model, tmp_path / "tictactoe")
     assert _exit_code(fit_endgames.main, ["--init", exported]) == 2
     assert "is a tictactoe network" in one_line(capsys.readouterr().err)
 

@@ -24,9 +24,10 @@ Specs::
 ``<path>`` is a run directory, its ``checkpoints/`` directory or one
 ``checkpoints/<iteration>`` directory, or a directory holding an exported network
 (``config.json`` and ``params.msgpack``, as ``experiments/export_champion.py`` writes);
-the network must have been trained on the game asked for. Options follow ``@`` and are peeled off from the end, so a path may
-itself contain ``@``. Asking for an agent that does not play the game (a Beasty Bar
-heuristic for tic-tac-toe) is an :class:`AgentSpecError` naming the agents that do.
+the network must have been trained on the game asked for. Options follow ``@`` and are
+peeled off from the end, so a path may itself contain ``@``. Asking for an agent that
+does not play the game (a Beasty Bar heuristic for tic-tac-toe) is an
+:class:`AgentSpecError` naming the agents that do.
 """
 
 from __future__ import annotations
