@@ -16,7 +16,9 @@ Two torsos share the same heads:
 
 With ``afterstates: true`` the network also computes the game's afterstate features
 from its input (``Game.legal_afterstates(observation) -> ([K, F], [K])``: for each legal
-action, the known result of playing it, by the game's engine, and the action's id). A
+action, the known result of playing it, by the game's engine, and the action's id; for a
+batch, ``Game.compact_afterstates`` gives the same rows as lists without the empty slots,
+see :class:`AfterstateScorer`). A
 per-move MLP shared by all actions reads ``[afterstate_a, torso features]`` and adds a
 logit per action to the policy head's (an illegal action gets what the MLP gives an
 all-zero row), and the value and score heads also see the max over the legal moves of
@@ -218,32 +220,106 @@ class AttentionTorso(nn.Module):
         return jnp.concatenate([tokens[..., 0, :], card_mean], axis=-1)
 
 
+AFTERSTATE_GROUP = 128
+"""Observations per list of afterstate rows (:class:`AfterstateScorer`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AfterstateSource:
+    """Where the network gets its afterstate rows: the game's functions (``Game``)."""
+
+    legal: Callable[[jax.Array], tuple]  # Game.legal_afterstates
+    compact: Optional[Callable[[jax.Array, int], tuple]] = None  # Game.compact_afterstates
+    capacity: Optional[Callable[[int], int]] = None  # Game.afterstate_capacity
+
+    def __post_init__(self):
+        if (self.compact is None) != (self.capacity is None):
+            raise ValueError("a game with afterstates gives compact_afterstates and afterstate_capacity together, "
+                             "or neither")
+
+
 class AfterstateScorer(nn.Module):
-    """Legal moves' afterstates ``[B, K, F]``, their action ids ``[B, K]`` and torso
-    features ``[B, D]`` -> ``[B, A]`` move logits and ``[B, width]`` pooled move features
-    (max over the legal moves). A used row has an id below ``num_actions``; an unused row
-    is all zero with id ``num_actions``. Every action without a row (the illegal ones)
-    gets the logit of an all-zero row."""
+    """Observations ``[N, O]`` and their torso features ``[N, D]`` -> ``[N, A]`` move
+    logits and ``[N, width]`` pooled move features (max over the legal moves).
+
+    Each legal move's afterstate row (the game's, :class:`AfterstateSource`) goes through
+    a per-move MLP that also reads the torso features; every action without a row (the
+    illegal ones) gets the logit of an all-zero row. Where the game can compact them
+    (``Game.compact_afterstates``), the rows of each group of ``AFTERSTATE_GROUP``
+    observations come as one list (about 6 rows a position instead of the 15 slots of
+    ``Game.legal_afterstates``: less than half the engine steps); a batch where a
+    group's legal moves overflow its list falls back to the per-observation slots under
+    ``nn.cond``, so the outputs are the same either way."""
 
     width: int
     num_actions: int
+    source: AfterstateSource
 
-    @nn.compact
-    def __call__(self, afterstates, actions, features):
+    def setup(self):
+        self.afterstate_in = nn.Dense(self.width)
+        self.context_in = nn.Dense(self.width, use_bias=False)
+        self.move_hidden = nn.Dense(self.width)
+        self.move_logit = nn.Dense(1, kernel_init=_HEAD_INIT)
+
+    def __call__(self, observations, features):
+        num = observations.shape[0]
+        if self.source.compact is None:
+            return self.in_slots(observations, features)
+        # A list for each group of AFTERSTATE_GROUP observations, not one for the batch: a
+        # list stays on one device where a batch is split over devices in multiples of it.
+        group = min(num, AFTERSTATE_GROUP)
+        groups = -(-num // group)
+        capacity = self.source.capacity(group)
+        slots = jax.eval_shape(self.source.legal, observations[0])[1].shape[-1]
+        if capacity >= group * slots:
+            return self.in_slots(observations, features)
+        padded = groups * group  # all-zero padding observations (Beasty Bar: not to move, so no rows)
+        grouped = lambda x: jnp.pad(x, ((0, padded - num), (0, 0))).reshape(groups, group, -1)  # noqa: E731
+        lists = jax.vmap(lambda o: self.source.compact(o, capacity))(grouped(observations))
+
+        def in_lists(scorer, observations, features):
+            rows, owners, actions, _ = lists
+            logits, pooled = jax.vmap(scorer.score_list)(rows, owners, actions, grouped(features))
+            return logits.reshape(padded, -1)[:num], pooled.reshape(padded, -1)[:num]
+
+        def in_slots(scorer, observations, features):
+            return scorer.in_slots(observations, features)
+
+        return nn.cond(jnp.all(lists[3]), in_lists, in_slots, self, observations, features)
+
+    def hidden(self, rows, context):
+        """The per-move MLP's hidden units for ``rows`` ``[..., F]`` given their
+        observations' ``context_in(features)`` (broadcast against them)."""
+        return nn.relu(self.move_hidden(nn.relu(self.afterstate_in(rows) + context)))
+
+    def in_slots(self, observations, features):
+        """The scorer on per-observation slots (``Game.legal_afterstates``: rows
+        ``[N, K, F]``, ids ``[N, K]``)."""
+        afterstates, actions = jax.vmap(self.source.legal)(observations)
         # One extra all-zero row: the logit of the actions that have none.
-        zero_row = jnp.zeros_like(afterstates[..., :1, :])
-        rows = jnp.concatenate([afterstates, zero_row], axis=-2)  # [B, K + 1, F]
-        h = nn.Dense(self.width, name="afterstate_in")(rows)
-        h = h + nn.Dense(self.width, use_bias=False, name="context_in")(features)[..., None, :]
-        h = nn.relu(h)
-        h = nn.relu(nn.Dense(self.width, name="move_hidden")(h))
-        row_logits = nn.Dense(1, kernel_init=_HEAD_INIT, name="move_logit")(h)[..., 0]  # [B, K + 1]
-        at = actions[..., :, None] == jnp.arange(self.num_actions)  # [B, K, A]
+        rows = jnp.concatenate([afterstates, jnp.zeros_like(afterstates[..., :1, :])], axis=-2)  # [N, K + 1, F]
+        h = self.hidden(rows, self.context_in(features)[..., None, :])
+        row_logits = self.move_logit(h)[..., 0]  # [N, K + 1]
+        at = actions[..., :, None] == jnp.arange(self.num_actions)  # [N, K, A]
         has_row = jnp.any(at, axis=-2)
         logits = jnp.sum(jnp.where(at, row_logits[..., :-1, None], 0.0), axis=-2)
         logits = jnp.where(has_row, logits, row_logits[..., -1:])
         used = (actions < self.num_actions)[..., None]
         pooled = jnp.max(jnp.where(used, h[..., :-1, :], 0.0), axis=-2)  # relu outputs are >= 0
+        return logits, pooled
+
+    def score_list(self, rows, owners, actions, features):
+        """The scorer on one group's list (``Game.compact_afterstates``): rows ``[C, F]``
+        of observations ``owners[C]`` (``N``: unused) and actions ``actions[C]``;
+        features ``[N, D]``."""
+        num = features.shape[0]
+        context = self.context_in(features)  # [N, W]
+        h = self.hidden(rows, context[jnp.minimum(owners, num - 1)])  # [C, W]
+        row_logits = self.move_logit(h)[..., 0]  # [C]
+        zero_logits = self.move_logit(self.hidden(jnp.zeros((num, rows.shape[-1]), rows.dtype), context))  # [N, 1]
+        logits = jnp.broadcast_to(zero_logits, (num, self.num_actions)).at[owners, actions].set(
+            row_logits, mode="drop")
+        pooled = jnp.zeros((num, h.shape[-1]), h.dtype).at[owners].max(h, mode="drop")  # relu outputs are >= 0
         return logits, pooled
 
 
@@ -255,27 +331,22 @@ class PolicyValueNet(nn.Module):
       num_actions: ``A``, size of the policy head.
       token_layout: token layout for the attention torso (``None`` for games without
         tokens; ignored by ``"mlp"``).
-      afterstates: the game's ``legal_afterstates`` (``config.afterstates`` only).
+      afterstates: the game's afterstate functions (``config.afterstates`` only).
     """
 
     config: NetworkConfig
     num_actions: int
     token_layout: Optional[TokenLayout] = None
-    afterstates: Optional[Callable[[jax.Array], tuple]] = None
+    afterstates: Optional[AfterstateSource] = None
 
     @nn.compact
     def __call__(self, observation) -> NetworkOutput:
         cfg = self.config
         dtype = cfg.compute_dtype
         observation = jnp.asarray(observation, jnp.float32)
-        if cfg.afterstates:
-            if self.afterstates is None:
-                raise ValueError("network.afterstates: build the network with make_network(config, game) from a "
-                                 "game with legal_afterstates")
-            flat = observation.reshape(-1, observation.shape[-1])
-            afterstates, moves = jax.vmap(self.afterstates)(flat)
-            afterstates = afterstates.reshape(*observation.shape[:-1], *afterstates.shape[1:])
-            moves = moves.reshape(*observation.shape[:-1], moves.shape[-1])
+        if cfg.afterstates and self.afterstates is None:
+            raise ValueError("network.afterstates: build the network with make_network(config, game) from a "
+                             "game with legal_afterstates")
         if cfg.torso == "mlp":
             features = MLPTorso(cfg.width, cfg.depth, dtype)(observation)
         else:
@@ -291,8 +362,11 @@ class PolicyValueNet(nn.Module):
         head = lambda size, name: nn.Dense(size, param_dtype=jnp.float32, kernel_init=_HEAD_INIT, name=name)
         policy_logits = head(self.num_actions, "policy_head")(features)
         if cfg.afterstates:
-            move_logits, pooled = AfterstateScorer(cfg.afterstate_width, self.num_actions, name="afterstates")(
-                afterstates, moves, features)
+            flat = observation.reshape(-1, observation.shape[-1])
+            move_logits, pooled = AfterstateScorer(cfg.afterstate_width, self.num_actions, self.afterstates,
+                                                   name="afterstates")(flat, features.reshape(flat.shape[0], -1))
+            move_logits = move_logits.reshape(*observation.shape[:-1], -1)
+            pooled = pooled.reshape(*observation.shape[:-1], -1)
             policy_logits = policy_logits + move_logits
             features = jnp.concatenate([features, pooled], axis=-1)
         value = jnp.tanh(head(1, "value_head")(features)[..., 0])
@@ -318,7 +392,7 @@ def make_network(config: NetworkConfig, game: Game | int,
             if game.legal_afterstates is None:
                 raise ValueError(f"network.afterstates needs a game with afterstate features; {game.name} has "
                                  f"none: set network.afterstates: false")
-            afterstates = game.legal_afterstates
+            afterstates = AfterstateSource(game.legal_afterstates, game.compact_afterstates, game.afterstate_capacity)
     else:
         num_actions = int(game)
         if config.afterstates:

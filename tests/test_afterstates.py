@@ -148,6 +148,8 @@ def test_a_network_with_afterstates_scores_moves_by_them():
     assert not np.allclose(network.apply(zeroed, observation).policy_logits, out.policy_logits)
     with pytest.raises(ValueError, match="afterstate"):
         make_network(NetworkConfig(afterstates=True), get_game("tictactoe"))
+    with pytest.raises(ValueError, match="together"):  # lists need their capacity
+        make_network(NetworkConfig(afterstates=True), beastybar._replace(afterstate_capacity=None))
 
 
 @pytest.mark.slow
@@ -161,13 +163,12 @@ def test_move_logits_are_the_move_scorer_on_every_action(played):
     network = make_network(NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8), beastybar)
     params = init_params(network, jax.random.key(3), beastybar.observation_size)
     observation = jax.vmap(game.observe)(played, played.current_player)[:300]
-    out = network.apply(params, observation)
     p = params["params"]["afterstates"]
     dense = lambda x, name: x @ p[name]["kernel"] + p[name].get("bias", 0.0)  # noqa: E731
     # The torso's features: the network's own, read back through flax's intermediates.
     _, inter = network.apply(params, observation, capture_intermediates=lambda m, _: m.name == "MLPTorso_0")
     features = inter["intermediates"]["MLPTorso_0"]["__call__"][0]
-    table = jax.vmap(AF.afterstate_features)(observation)  # [N, 31, 109]
+    table = jax.jit(jax.vmap(AF.afterstate_features))(observation)  # [N, 31, 109]
     h = jax.nn.relu(dense(table, "afterstate_in") + (features @ p["context_in"]["kernel"])[:, None, :])
     hidden = jax.nn.relu(dense(h, "move_hidden"))  # [N, 31, 8]
     expected = dense(hidden, "move_logit")[..., 0]
@@ -175,8 +176,37 @@ def test_move_logits_are_the_move_scorer_on_every_action(played):
     expected = expected + features @ head["kernel"] + head["bias"]
     legal = np.asarray(table[..., 0]) > 0
     assert legal.any() and (~legal).any()
-    np.testing.assert_allclose(np.asarray(out.policy_logits), np.asarray(expected), rtol=0, atol=1e-5)
     pooled = jnp.max(jnp.where(legal[..., None], hidden, 0.0), axis=1)
     value_head = params["params"]["value_head"]
     value = jnp.tanh(jnp.concatenate([features, pooled], -1) @ value_head["kernel"] + value_head["bias"])[:, 0]
-    np.testing.assert_allclose(np.asarray(out.value), np.asarray(value), rtol=0, atol=1e-5)
+    # 300 observations: the rows come as one list for the batch (compact_afterstates). With
+    # room for only 300 rows the list overflows, and the per-observation slots must give
+    # the same outputs.
+    assert legal.sum() > 300
+    squeezed = make_network(network.config, beastybar._replace(afterstate_capacity=lambda n: n))
+    for net in (network, squeezed):
+        out = jax.jit(net.apply)(params, observation)
+        np.testing.assert_allclose(np.asarray(out.policy_logits), np.asarray(expected), rtol=0, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(out.value), np.asarray(value), rtol=0, atol=1e-5)
+
+
+def test_a_batch_of_afterstates_as_one_list(played):
+    """``compact_afterstates`` lists the legal moves of a whole batch, observation after
+    observation, each with the row ``legal_afterstates`` gives it; ``complete`` tells
+    whether the list had room for all of them."""
+    observations = jax.vmap(game.observe)(played, played.current_player)[:200]
+    slot_rows, slot_actions = jax.jit(jax.vmap(AF.legal_afterstates))(observations)
+    slot_rows, slot_actions = np.asarray(slot_rows), np.asarray(slot_actions)
+    owner, slot = np.nonzero(slot_actions < game.NUM_ACTIONS)  # row-major: by observation, then action
+    total = len(owner)
+    assert 0 < total < AF.afterstate_capacity(200) < AF.MAX_LEGAL_ACTIONS * 200
+    compact = jax.jit(AF.compact_afterstates, static_argnums=1)
+    for capacity in (total + 5, total - 1):
+        rows, owners, actions, complete = map(np.asarray, compact(observations, capacity))
+        assert bool(complete) == (capacity >= total)
+        kept = min(capacity, total)
+        np.testing.assert_array_equal(owners[:kept], owner[:kept])
+        np.testing.assert_array_equal(actions[:kept], slot_actions[owner, slot][:kept])
+        np.testing.assert_array_equal(rows[:kept], slot_rows[owner, slot][:kept])
+        assert (owners[kept:] == 200).all() and (actions[kept:] == game.NUM_ACTIONS).all()
+        assert not rows[kept:].any()

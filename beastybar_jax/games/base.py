@@ -95,6 +95,15 @@ class Game(NamedTuple):
     # jittable (the network calls it on its input).
     legal_afterstates: Optional[Callable[[jax.Array], tuple]] = None
     afterstate_size: int = 0
+    # Optional, with legal_afterstates: the same rows for a batch as one list, without the
+    # unused ones (cheaper where most positions have far fewer than K legal moves).
+    # compact_afterstates(observations float32[N, O], capacity) -> (float32[C, afterstate_size]
+    # rows, int32[C] owners, int32[C] actions, bool[] complete): the legal moves of all N
+    # observations in order, the first C = capacity of them, unused rows zero with owner N and
+    # action A; complete says every legal move got its row (if not, the network falls back
+    # to legal_afterstates). afterstate_capacity(N) -> int: the C the network asks for.
+    compact_afterstates: Optional[Callable[[jax.Array, int], tuple]] = None
+    afterstate_capacity: Optional[Callable[[int], int]] = None
     # The game's own agents, for the agents registry (beastybar_jax.agents.make_agent):
     # ((registry name, factory() -> act(state, key) -> int32[] action), ...). Agents that
     # play every game (random, mcts-N, checkpoints) live in beastybar_jax.agents.
