@@ -18,12 +18,15 @@ With ``afterstates: true`` the network also computes the game's afterstate featu
 from its input (``Game.legal_afterstates(observation) -> ([K, F], [K])``: for each legal
 action, the known result of playing it, by the game's engine, and the action's id; for a
 batch, ``Game.compact_afterstates`` gives the same rows as lists without the empty slots,
-see :class:`AfterstateScorer`). A
-per-move MLP shared by all actions reads ``[afterstate_a, torso features]`` and adds a
-logit per action to the policy head's (an illegal action gets what the MLP gives an
-all-zero row), and the value and score heads also see the max over the legal moves of
-its hidden units: one ply of calculation inside the network, where the raw policy can
-use it.
+see :class:`AfterstateScorer`). A per-move MLP shared by all actions reads
+``[afterstate_a, torso features]`` and adds a logit per action to the policy head's (an
+illegal action gets what the MLP gives an all-zero row), and the value and score heads
+also see the max over the legal moves of its hidden units: one ply of calculation inside
+the network, where the raw policy can use it. With ``replies: true`` as well, the
+opponent's legal replies to each move, where the observer knows their hand
+(``Game.legal_replies``: Beasty Bar's opponent deck is empty), go through a per-reply MLP
+that reads the move's first hidden layer, and the min and max of its units over the
+replies enter the move's second layer: a second ply.
 
 Which slice of the observation holds the tokens is the game's
 :class:`~beastybar_jax.games.TokenLayout` (``Game.observation_tokens``: ``start``,
@@ -37,6 +40,7 @@ in float32 and the heads run in float32, so every output is float32.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, Optional
 
 import chex
@@ -67,6 +71,8 @@ class NetworkConfig:
       afterstates: score each move also from its afterstate features (module
         docstring); needs a game with ``legal_afterstates``.
       afterstate_width: hidden size of the per-move MLP.
+      replies: also score each move from the opponent's known replies to it (a second
+        ply, ``Game.legal_replies``; module docstring); needs ``afterstates``.
     """
 
     torso: str = "mlp"
@@ -77,6 +83,7 @@ class NetworkConfig:
     aux_score_head: bool = True
     afterstates: bool = False
     afterstate_width: int = 32
+    replies: bool = False
 
     def __post_init__(self):
         if self.torso not in TORSOS:
@@ -89,6 +96,9 @@ class NetworkConfig:
             raise ValueError(f"network.depth must be an integer >= 0, got {self.depth!r}")
         if not isinstance(self.afterstate_width, int) or self.afterstate_width < 1:
             raise ValueError(f"network.afterstate_width must be a positive integer, got {self.afterstate_width!r}")
+        if self.replies and not self.afterstates:
+            raise ValueError("network.replies scores the replies to each move's afterstate: it needs "
+                             "network.afterstates: true")
         if self.torso == "attention":
             if not isinstance(self.num_heads, int) or self.num_heads < 1:
                 raise ValueError(f"network.num_heads must be a positive integer, got {self.num_heads!r}")
@@ -229,8 +239,9 @@ class AfterstateSource:
     """Where the network gets its afterstate rows: the game's functions (``Game``)."""
 
     legal: Callable[[jax.Array], tuple]  # Game.legal_afterstates
-    compact: Optional[Callable[[jax.Array, int], tuple]] = None  # Game.compact_afterstates
-    capacity: Optional[Callable[[int], int]] = None  # Game.afterstate_capacity
+    compact: Optional[Callable[..., Any]] = None  # Game.compact_afterstates
+    capacity: Optional[Callable[[int], tuple]] = None  # Game.afterstate_capacity: (C, (R, ...))
+    replies: Optional[Callable[[jax.Array], tuple]] = None  # Game.legal_replies (network.replies only)
 
     def __post_init__(self):
         if (self.compact is None) != (self.capacity is None):
@@ -244,12 +255,18 @@ class AfterstateScorer(nn.Module):
 
     Each legal move's afterstate row (the game's, :class:`AfterstateSource`) goes through
     a per-move MLP that also reads the torso features; every action without a row (the
-    illegal ones) gets the logit of an all-zero row. Where the game can compact them
-    (``Game.compact_afterstates``), the rows of each group of ``AFTERSTATE_GROUP``
-    observations come as one list (about 6 rows a position instead of the 15 slots of
-    ``Game.legal_afterstates``: less than half the engine steps); a batch where a
-    group's legal moves overflow its list falls back to the per-observation slots under
-    ``nn.cond``, so the outputs are the same either way."""
+    illegal ones) gets the logit of an all-zero row. With replies (``network.replies``)
+    the opponent's known replies to each move go through a per-reply MLP that also reads
+    the move's first hidden layer, and the min and max of its units over the replies
+    (with a flag: any replies) enter the move's second layer: a second ply.
+
+    Where the game can compact them (``Game.compact_afterstates``), the rows of each
+    group of ``AFTERSTATE_GROUP`` observations come as lists (about 6 move rows a
+    position instead of the 15 slots of ``Game.legal_afterstates``, and replies only
+    where there are some instead of 15 x 15 slots). Where a group's lists overflow, the
+    batch tries the next of the game's reply capacities (``Game.afterstate_capacity``),
+    then the per-observation slots, under ``nn.cond`` (only the branch taken runs), so the
+    outputs are the same either way."""
 
     width: int
     num_actions: int
@@ -260,45 +277,83 @@ class AfterstateScorer(nn.Module):
         self.context_in = nn.Dense(self.width, use_bias=False)
         self.move_hidden = nn.Dense(self.width)
         self.move_logit = nn.Dense(1, kernel_init=_HEAD_INIT)
+        if self.source.replies is not None:
+            self.reply_in = nn.Dense(self.width)
+            self.reply_context = nn.Dense(self.width, use_bias=False)
+            self.reply_hidden = nn.Dense(self.width)
+            # Zero: a network with replies starts as the one without them.
+            self.reply_to_move = nn.Dense(self.width, use_bias=False, kernel_init=nn.initializers.zeros_init())
 
     def __call__(self, observations, features):
         num = observations.shape[0]
         if self.source.compact is None:
             return self.in_slots(observations, features)
-        # A list for each group of AFTERSTATE_GROUP observations, not one for the batch: a
+        # Lists for each group of AFTERSTATE_GROUP observations, not for the batch: a
         # list stays on one device where a batch is split over devices in multiples of it.
         group = min(num, AFTERSTATE_GROUP)
         groups = -(-num // group)
-        capacity = self.source.capacity(group)
+        capacity, reply_capacities = self.source.capacity(group)
         slots = jax.eval_shape(self.source.legal, observations[0])[1].shape[-1]
-        if capacity >= group * slots:
+        if capacity >= group * slots:  # no saving: a single observation, say
             return self.in_slots(observations, features)
         padded = groups * group  # all-zero padding observations (Beasty Bar: not to move, so no rows)
         grouped = lambda x: jnp.pad(x, ((0, padded - num), (0, 0))).reshape(groups, group, -1)  # noqa: E731
-        lists = jax.vmap(lambda o: self.source.compact(o, capacity))(grouped(observations))
+        # Lists with room for the replies of a usual batch first; where they overflow, lists
+        # with room for more, then the slots. Only the branch taken runs.
+        tiers = (0,) if self.source.replies is None else reply_capacities
 
-        def in_lists(scorer, observations, features):
-            rows, owners, actions, _ = lists
-            logits, pooled = jax.vmap(scorer.score_list)(rows, owners, actions, grouped(features))
-            return logits.reshape(padded, -1)[:num], pooled.reshape(padded, -1)[:num]
+        def in_lists(tier, scorer, observations, features):
+            lists = jax.vmap(lambda o: scorer.source.compact(o, capacity, tiers[tier]))(grouped(observations))
 
-        def in_slots(scorer, observations, features):
-            return scorer.in_slots(observations, features)
+            def score(scorer, observations, features):
+                logits, pooled = jax.vmap(scorer.score_lists)(lists, grouped(features))
+                return logits.reshape(padded, -1)[:num], pooled.reshape(padded, -1)[:num]
 
-        return nn.cond(jnp.all(lists[3]), in_lists, in_slots, self, observations, features)
+            if tier + 1 < len(tiers):
+                overflow = functools.partial(in_lists, tier + 1)
+            else:
+                overflow = lambda scorer, observations, features: scorer.in_slots(observations, features)  # noqa: E731
+            return nn.cond(jnp.all(lists.complete), score, overflow, scorer, observations, features)
 
-    def hidden(self, rows, context):
-        """The per-move MLP's hidden units for ``rows`` ``[..., F]`` given their
+        return in_lists(0, self, observations, features)
+
+    def first(self, rows, context):
+        """The per-move MLP's first hidden layer for ``rows`` ``[..., F]`` given their
         observations' ``context_in(features)`` (broadcast against them)."""
-        return nn.relu(self.move_hidden(nn.relu(self.afterstate_in(rows) + context)))
+        return nn.relu(self.afterstate_in(rows) + context)
+
+    def reply_summary(self, reply_rows, move_first, mask, segments):
+        """``[..., 2 * width + 1]`` per move: the min and max over its replies of the
+        per-reply MLP's units, and whether it has any (zero without). ``reply_rows``
+        ``[..., F]``, ``move_first`` their moves' first hidden layers; ``mask`` marks the
+        used rows; ``segments(x, fill, reduce)`` reduces per-reply values ``x`` per move."""
+        units = nn.relu(self.reply_hidden(nn.relu(self.reply_in(reply_rows) + self.reply_context(move_first))))
+        has = segments(mask.astype(units.dtype)[..., None], 0.0, "max")  # [..., 1]
+        lowest = jnp.where(has > 0, segments(jnp.where(mask[..., None], units, jnp.inf), jnp.inf, "min"), 0.0)
+        highest = segments(jnp.where(mask[..., None], units, 0.0), 0.0, "max")  # relu outputs are >= 0
+        return jnp.concatenate([lowest, highest, has], axis=-1)
+
+    def second(self, first, summary=None):
+        """The per-move MLP's second hidden layer, with the replies' ``summary`` if any."""
+        if summary is None:
+            return nn.relu(self.move_hidden(first))
+        return nn.relu(self.move_hidden(first) + self.reply_to_move(summary))
 
     def in_slots(self, observations, features):
         """The scorer on per-observation slots (``Game.legal_afterstates``: rows
-        ``[N, K, F]``, ids ``[N, K]``)."""
+        ``[N, K, F]``, ids ``[N, K]``; ``Game.legal_replies``: ``[N, K, R, F]``,
+        ``[N, K, R]``)."""
         afterstates, actions = jax.vmap(self.source.legal)(observations)
         # One extra all-zero row: the logit of the actions that have none.
         rows = jnp.concatenate([afterstates, jnp.zeros_like(afterstates[..., :1, :])], axis=-2)  # [N, K + 1, F]
-        h = self.hidden(rows, self.context_in(features)[..., None, :])
+        first = self.first(rows, self.context_in(features)[..., None, :])
+        summary = None
+        if self.source.replies is not None:
+            reply_rows, replies = jax.vmap(self.source.replies)(observations)  # [N, K, R, F], [N, K, R]
+            reduce = lambda x, fill, how: getattr(jnp, how)(x, axis=-2)  # noqa: E731
+            summary = self.reply_summary(reply_rows, first[..., :-1, None, :], replies < self.num_actions, reduce)
+            summary = jnp.concatenate([summary, jnp.zeros_like(summary[..., :1, :])], axis=-2)  # the zero row's: none
+        h = self.second(first, summary)
         row_logits = self.move_logit(h)[..., 0]  # [N, K + 1]
         at = actions[..., :, None] == jnp.arange(self.num_actions)  # [N, K, A]
         has_row = jnp.any(at, axis=-2)
@@ -308,18 +363,30 @@ class AfterstateScorer(nn.Module):
         pooled = jnp.max(jnp.where(used, h[..., :-1, :], 0.0), axis=-2)  # relu outputs are >= 0
         return logits, pooled
 
-    def score_list(self, rows, owners, actions, features):
-        """The scorer on one group's list (``Game.compact_afterstates``): rows ``[C, F]``
-        of observations ``owners[C]`` (``N``: unused) and actions ``actions[C]``;
-        features ``[N, D]``."""
-        num = features.shape[0]
+    def score_lists(self, lists, features):
+        """The scorer on one group's lists (``Game.compact_afterstates``:
+        :class:`~beastybar_jax.games.base.AfterstateLists` of ``C`` moves and ``R``
+        replies); features ``[N, D]``."""
+        num, capacity = features.shape[0], lists.rows.shape[0]
         context = self.context_in(features)  # [N, W]
-        h = self.hidden(rows, context[jnp.minimum(owners, num - 1)])  # [C, W]
+        first = self.first(lists.rows, context[jnp.minimum(lists.owners, num - 1)])  # [C, W]
+        summary = None
+        if self.source.replies is not None:
+            owners = lists.reply_owners
+
+            def per_move(x, fill, how):
+                return getattr(jnp.full((capacity, x.shape[-1]), fill, x.dtype).at[owners], how)(x, mode="drop")
+
+            summary = self.reply_summary(lists.reply_rows, first[jnp.minimum(owners, capacity - 1)],
+                                         owners < capacity, per_move)
+        h = self.second(first, summary)  # [C, W]
         row_logits = self.move_logit(h)[..., 0]  # [C]
-        zero_logits = self.move_logit(self.hidden(jnp.zeros((num, rows.shape[-1]), rows.dtype), context))  # [N, 1]
-        logits = jnp.broadcast_to(zero_logits, (num, self.num_actions)).at[owners, actions].set(
+        zero = self.first(jnp.zeros((num, lists.rows.shape[-1]), lists.rows.dtype), context)
+        zero_logits = self.move_logit(self.second(zero, None if summary is None else jnp.zeros(
+            (num, summary.shape[-1]), summary.dtype)))  # [N, 1]: the all-zero row's
+        logits = jnp.broadcast_to(zero_logits, (num, self.num_actions)).at[lists.owners, lists.actions].set(
             row_logits, mode="drop")
-        pooled = jnp.zeros((num, h.shape[-1]), h.dtype).at[owners].max(h, mode="drop")  # relu outputs are >= 0
+        pooled = jnp.zeros((num, h.shape[-1]), h.dtype).at[lists.owners].max(h, mode="drop")  # relu outputs >= 0
         return logits, pooled
 
 
@@ -392,7 +459,11 @@ def make_network(config: NetworkConfig, game: Game | int,
             if game.legal_afterstates is None:
                 raise ValueError(f"network.afterstates needs a game with afterstate features; {game.name} has "
                                  f"none: set network.afterstates: false")
-            afterstates = AfterstateSource(game.legal_afterstates, game.compact_afterstates, game.afterstate_capacity)
+            if config.replies and game.legal_replies is None:
+                raise ValueError(f"network.replies needs a game with reply features; {game.name} has none: "
+                                 f"set network.replies: false")
+            afterstates = AfterstateSource(game.legal_afterstates, game.compact_afterstates, game.afterstate_capacity,
+                                           game.legal_replies if config.replies else None)
     else:
         num_actions = int(game)
         if config.afterstates:

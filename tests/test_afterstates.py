@@ -150,6 +150,8 @@ def test_a_network_with_afterstates_scores_moves_by_them():
         make_network(NetworkConfig(afterstates=True), get_game("tictactoe"))
     with pytest.raises(ValueError, match="together"):  # lists need their capacity
         make_network(NetworkConfig(afterstates=True), beastybar._replace(afterstate_capacity=None))
+    with pytest.raises(ValueError, match="reply features"):
+        make_network(NetworkConfig(afterstates=True, replies=True), beastybar._replace(legal_replies=None))
 
 
 @pytest.mark.slow
@@ -183,7 +185,7 @@ def test_move_logits_are_the_move_scorer_on_every_action(played):
     # room for only 300 rows the list overflows, and the per-observation slots must give
     # the same outputs.
     assert legal.sum() > 300
-    squeezed = make_network(network.config, beastybar._replace(afterstate_capacity=lambda n: n))
+    squeezed = make_network(network.config, beastybar._replace(afterstate_capacity=lambda n: (n, (0,))))
     for net in (network, squeezed):
         out = jax.jit(net.apply)(params, observation)
         np.testing.assert_allclose(np.asarray(out.policy_logits), np.asarray(expected), rtol=0, atol=1e-5)
@@ -192,21 +194,150 @@ def test_move_logits_are_the_move_scorer_on_every_action(played):
 
 def test_a_batch_of_afterstates_as_one_list(played):
     """``compact_afterstates`` lists the legal moves of a whole batch, observation after
-    observation, each with the row ``legal_afterstates`` gives it; ``complete`` tells
-    whether the list had room for all of them."""
-    observations = jax.vmap(game.observe)(played, played.current_player)[:200]
-    slot_rows, slot_actions = jax.jit(jax.vmap(AF.legal_afterstates))(observations)
-    slot_rows, slot_actions = np.asarray(slot_rows), np.asarray(slot_actions)
+    observation, each with the row ``legal_afterstates`` gives it, and the replies to
+    them, move after move, each with the row ``legal_replies`` gives it; ``complete``
+    tells whether the lists had room for all of them."""
+    observations = jax.vmap(game.observe)(played, played.current_player)[-200:]  # the last turns: replies
+    slot_rows, slot_actions = map(np.asarray, jax.jit(jax.vmap(AF.legal_afterstates))(observations))
     owner, slot = np.nonzero(slot_actions < game.NUM_ACTIONS)  # row-major: by observation, then action
     total = len(owner)
-    assert 0 < total < AF.afterstate_capacity(200) < AF.MAX_LEGAL_ACTIONS * 200
-    compact = jax.jit(AF.compact_afterstates, static_argnums=1)
-    for capacity in (total + 5, total - 1):
-        rows, owners, actions, complete = map(np.asarray, compact(observations, capacity))
-        assert bool(complete) == (capacity >= total)
-        kept = min(capacity, total)
-        np.testing.assert_array_equal(owners[:kept], owner[:kept])
-        np.testing.assert_array_equal(actions[:kept], slot_actions[owner, slot][:kept])
-        np.testing.assert_array_equal(rows[:kept], slot_rows[owner, slot][:kept])
-        assert (owners[kept:] == 200).all() and (actions[kept:] == game.NUM_ACTIONS).all()
-        assert not rows[kept:].any()
+    capacity, (reply_capacity, _) = AF.afterstate_capacity(200)
+    assert 0 < total < capacity < AF.MAX_LEGAL_ACTIONS * 200
+    reply_slot_rows, reply_slot_actions = map(np.asarray, jax.jit(jax.vmap(AF.legal_replies))(observations))
+    replied = reply_slot_actions[owner, slot]  # [total, 15] the replies to each listed move
+    reply_owner, reply_slot = np.nonzero(replied < game.NUM_ACTIONS)
+    replies = len(reply_owner)
+    assert 0 < replies < reply_capacity
+    compact = jax.jit(AF.compact_afterstates, static_argnums=(1, 2))
+    for size, reply_size in ((total + 5, replies + 3), (total - 1, replies + 3), (total, replies - 1), (total, 0)):
+        lists = jax.tree.map(np.asarray, compact(observations, size, reply_size))
+        assert bool(lists.complete) == (size >= total and (reply_size == 0 or reply_size >= replies))
+        kept = min(size, total)
+        np.testing.assert_array_equal(lists.owners[:kept], owner[:kept])
+        np.testing.assert_array_equal(lists.actions[:kept], slot_actions[owner, slot][:kept])
+        np.testing.assert_array_equal(lists.rows[:kept], slot_rows[owner, slot][:kept])
+        assert (lists.owners[kept:] == 200).all() and (lists.actions[kept:] == game.NUM_ACTIONS).all()
+        assert not lists.rows[kept:].any()
+        assert lists.reply_rows.shape == (reply_size, AF.AFTERSTATE_SIZE)
+        if size < total or reply_size == 0:
+            continue
+        listed = min(reply_size, replies)
+        np.testing.assert_array_equal(lists.reply_owners[:listed], reply_owner[:listed])
+        np.testing.assert_array_equal(lists.reply_actions[:listed], replied[reply_owner, reply_slot][:listed])
+        np.testing.assert_array_equal(lists.reply_rows[:listed],
+                                      reply_slot_rows[owner, slot][reply_owner, reply_slot][:listed])
+        assert (lists.reply_owners[listed:] == size).all() and not lists.reply_rows[listed:].any()
+
+
+def test_replies_of_a_hand_built_position():
+    """Player 0 to move with a seal and a skunk; player 1 holds a lion and a parrot, both
+    decks empty, so player 0 knows that hand. The seal reverses the queue (zebra, seal ->
+    seal, zebra); the opponent's replies to it, each row that reply's own result told
+    from player 0's side: the lion goes to the front; the parrot sends out the seal
+    (place 0) or the zebra (place 1), and with 4 cards left the game ends, drawn 0-0.
+    The skunk sends the zebra out and ends the game: no replies to it. Nor, with a card
+    left in the opponent's deck, to anything: their hand is not known."""
+    state = position(queue=[(1, "zebra")], hands=(("seal", "skunk"), ("lion", "parrot")), mover=0, turn=20)
+    observation = game.observe(state, 0)
+    rows, actions = map(np.asarray, jax.jit(AF.legal_replies)(observation))
+    assert rows.shape == (AF.MAX_LEGAL_ACTIONS, AF.MAX_LEGAL_ACTIONS, AF.AFTERSTATE_SIZE)
+    moves = list(np.asarray(jax.jit(AF.legal_afterstates)(observation)[1]))
+    seal = moves.index(act("seal"))
+    expected = {
+        act("lion"): row(queue=[(False, "lion"), (True, "seal"), (False, "zebra")]),
+        act("parrot", param=0): row(queue=[(False, "zebra"), (False, "parrot")], out_mine=("seal",), ends=1.0),
+        act("parrot", param=1): row(queue=[(True, "seal"), (False, "parrot")], out_theirs=("zebra",), ends=1.0),
+    }
+    ids = sorted(expected)
+    unused = [game.NUM_ACTIONS] * (AF.MAX_LEGAL_ACTIONS - 3)
+    np.testing.assert_array_equal(actions[seal], ids + unused)
+    np.testing.assert_array_equal(rows[seal, :3], np.stack([expected[i] for i in ids]))
+    assert not rows[seal, 3:].any()
+    assert len(moves) - moves.count(game.NUM_ACTIONS) == 2  # the seal and the skunk
+    others = np.arange(AF.MAX_LEGAL_ACTIONS) != seal
+    assert (actions[others] == game.NUM_ACTIONS).all() and not rows[others].any()
+    hidden = position(queue=[(1, "zebra")], hands=(("seal", "skunk"), ("lion", "parrot")), decks=((), ("hippo",)),
+                      mover=0, turn=20)
+    _, unknown = jax.jit(AF.legal_replies)(game.observe(hidden, 0))
+    assert (np.asarray(unknown) == game.NUM_ACTIONS).all()
+
+
+@pytest.mark.slow
+def test_replies_use_only_what_the_mover_knows(played):
+    """From the mover's observation, the replies equal those computed on the true state
+    (the real hands and decks): for each legal move, every legal reply of the opponent,
+    where the opponent's deck is empty; and none elsewhere."""
+    observations = jax.vmap(game.observe)(played, played.current_player)
+    rows, actions = jax.jit(jax.vmap(AF.legal_replies))(observations)
+
+    def true_replies(state):
+        moves = AF.legal_actions(game.legal_action_mask(state))
+        after = jax.vmap(game.step, in_axes=(None, 0))(state, jnp.where(moves < game.NUM_ACTIONS, moves, 0))
+        return jax.vmap(AF.legal_rows, in_axes=(0, None))(after, state.current_player)
+
+    truth_rows, truth_actions = jax.jit(jax.vmap(true_replies))(played)
+    moves = np.asarray(jax.vmap(AF.legal_actions)(jax.vmap(game.legal_action_mask)(played)))
+    opponent_deck = np.asarray(played.deck_sizes)[np.arange(len(moves)), 1 - np.asarray(played.current_player)]
+    known = (opponent_deck == 0)[:, None, None] & (moves < game.NUM_ACTIONS)[:, :, None]
+    truth_actions = np.where(known, np.asarray(truth_actions), game.NUM_ACTIONS)
+    truth_rows = np.where(known[..., None], np.asarray(truth_rows), 0.0)
+    np.testing.assert_array_equal(np.asarray(actions), truth_actions)
+    np.testing.assert_array_equal(np.asarray(rows), truth_rows)
+    replied = (truth_actions < game.NUM_ACTIONS).any(-1)
+    assert replied.sum() > 100 and (known[..., 0] & ~replied).any()  # some moves end the game
+
+
+@pytest.mark.slow
+def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(played):
+    """With ``network.replies`` each move's second layer also reads the min and max over
+    the opponent's replies of the per-reply MLP's units (and a flag), written out here
+    with the parameters by hand from the slots of ``legal_afterstates`` and
+    ``legal_replies``. The network's lists must give the same logits and value whichever
+    of them has room: lists with room for 2 replies an observation, else for 16, else
+    the slots. Three batches of 128 observations take each way: turns 5-6 (no replies),
+    20-21 (about 3 an observation) and 15-16 (about 23)."""
+    beastybar = get_game("beastybar")
+    config = NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8, replies=True)
+    network = make_network(config, beastybar._replace(afterstate_capacity=lambda n: (6 * n, (2 * n, 16 * n))))
+    params = jax.tree.map(np.asarray, init_params(network, jax.random.key(4), beastybar.observation_size))
+    p = params["params"]["afterstates"]
+    # reply_to_move starts at zero (a network with replies starts as one without): make it matter.
+    p["reply_to_move"]["kernel"] = np.random.default_rng(5).normal(size=p["reply_to_move"]["kernel"].shape)
+    games = played.turn.shape[0] // 24
+    observations = jax.vmap(game.observe)(played, played.current_player).reshape(24, games, -1)
+
+    @jax.jit
+    def apply(observation):
+        return network.apply(params, observation, capture_intermediates=lambda m, _: m.name == "MLPTorso_0")
+
+    dense = lambda x, name: x @ p[name]["kernel"] + p[name].get("bias", 0.0)  # noqa: E731
+    replies_seen = []
+    for first_turn in (5, 20, 15):
+        observation = observations[first_turn:first_turn + 2].reshape(2 * games, -1)
+        out, inter = apply(observation)
+        features = np.asarray(inter["intermediates"]["MLPTorso_0"]["__call__"][0])
+        rows, moves = map(np.asarray, jax.jit(jax.vmap(AF.legal_afterstates))(observation))  # [N, K, F], [N, K]
+        reply_rows, replies = map(np.asarray, jax.jit(jax.vmap(AF.legal_replies))(observation))  # [N, K, R, F]
+        replies_seen.append((replies < game.NUM_ACTIONS).sum() / len(observation))
+        first = np.maximum(dense(rows, "afterstate_in") + (features @ p["context_in"]["kernel"])[:, None], 0)
+        units = np.maximum(dense(np.maximum(dense(reply_rows, "reply_in")
+                                            + (first @ p["reply_context"]["kernel"])[:, :, None], 0), "reply_hidden"), 0)
+        valid = (replies < game.NUM_ACTIONS)[..., None]  # [N, K, R, 1]
+        has = valid.any(axis=2)
+        summary = np.concatenate([np.where(has, np.where(valid, units, np.inf).min(axis=2), 0.0),
+                                  np.where(valid, units, 0.0).max(axis=2), has.astype(np.float32)], axis=-1)
+        second = np.maximum(dense(first, "move_hidden") + summary @ p["reply_to_move"]["kernel"], 0)  # [N, K, 8]
+        zero = np.maximum(dense(np.maximum(dense(np.zeros(AF.AFTERSTATE_SIZE), "afterstate_in")
+                                           + features @ p["context_in"]["kernel"], 0), "move_hidden"), 0)  # [N, 8]
+        expected = np.repeat(dense(zero, "move_logit"), game.NUM_ACTIONS, axis=1)  # illegal: the all-zero row's
+        used = moves < game.NUM_ACTIONS
+        n, k = np.nonzero(used)
+        expected[n, moves[n, k]] = dense(second, "move_logit")[n, k, 0]
+        head = params["params"]["policy_head"]
+        expected = expected + features @ head["kernel"] + head["bias"]
+        pooled = np.where(used[..., None], second, 0.0).max(axis=1)
+        value_head = params["params"]["value_head"]
+        value = np.tanh(np.concatenate([features, pooled], -1) @ value_head["kernel"] + value_head["bias"])[:, 0]
+        np.testing.assert_allclose(np.asarray(out.policy_logits), expected, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(out.value), value, rtol=0, atol=1e-5)
+    assert replies_seen[0] == 0 and 2 < replies_seen[1] < 16 < replies_seen[2]

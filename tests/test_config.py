@@ -30,6 +30,7 @@ def test_h100_config_is_a_large_default_network_run_with_the_champions_levers():
     validate(config, num_devices=8)  # splits evenly over up to 8 GPUs
     champion = load_config(CONFIGS / "champion.yaml")
     assert config.network.afterstates and champion.network.afterstates
+    assert config.network.replies == champion.network.replies
     assert config.alphazero.exact_value_targets and config.alphazero.exact_policy_targets
     reuse = lambda c: c.alphazero.updates_per_iteration * c.alphazero.batch_size / (c.num_games * c.alphazero.moves_per_iteration)  # noqa: E731
     assert reuse(config) == pytest.approx(reuse(champion))  # SGD samples per new position
@@ -80,6 +81,9 @@ def test_to_dict_from_dict_round_trip():
                                           "it needs exact_value_targets: true"),
     (["alphazero.exact_value_targets=true", "alphazero.exact_policy_weight=0"],
      "'alphazero.exact_policy_weight' must be a finite number > 0"),
+    (["network.replies=true"], "network.replies scores the replies to each move's afterstate: it needs "
+                               "network.afterstates: true"),
+    (["game=tictactoe", "network.afterstates=true", "network.replies=true"], "network.afterstates"),
 ])
 def test_bad_values_name_the_key(overrides, fragment):
     with pytest.raises(ConfigError) as info:

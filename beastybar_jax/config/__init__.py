@@ -281,6 +281,8 @@ def validate(config: TrainConfig, num_devices: int | None = None, game=None) -> 
           f"'attention' needs a game with observation tokens; {game.name} has none: use 'mlp'")
     check(not c.network.afterstates or game.legal_afterstates is not None, "network.afterstates",
           f"needs a game with afterstate features (Game.legal_afterstates); {game.name} has none: set it to false")
+    check(not c.network.replies or game.legal_replies is not None, "network.replies",
+          f"needs a game with reply features (Game.legal_replies); {game.name} has none: set it to false")
 
     section = c.section
     section.validate(num_games=c.num_games, max_game_length=game.max_game_length, prefix=c.algorithm + ".")

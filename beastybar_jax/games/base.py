@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Optional
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,6 +25,32 @@ class TokenLayout(NamedTuple):
     start: int
     num_tokens: int
     features: int
+
+
+@chex.dataclass(frozen=True)
+class AfterstateLists:
+    """A batch's afterstate rows as lists without the unused slots
+    (``Game.compact_afterstates``): ``C`` move rows, ``R`` reply rows (``R`` = 0 without
+    replies).
+
+    Attributes:
+      rows: ``float32[C, F]`` the result of each listed move.
+      owners: ``int32[C]`` the observation of each move row (``N``: unused row).
+      actions: ``int32[C]`` its action (``A``: unused).
+      reply_rows: ``float32[R, F]`` the result of each listed reply of the opponent.
+      reply_owners: ``int32[R]`` the move row replied to (``C``: unused row).
+      reply_actions: ``int32[R]`` the reply's action (``A``: unused).
+      complete: ``bool[]`` every legal move and reply got its row; where false, the
+        caller must use the per-observation slots (``legal_afterstates``, ``legal_replies``).
+    """
+
+    rows: chex.Array
+    owners: chex.Array
+    actions: chex.Array
+    reply_rows: chex.Array
+    reply_owners: chex.Array
+    reply_actions: chex.Array
+    complete: chex.Array
 
 
 class Yardstick(NamedTuple):
@@ -95,15 +122,21 @@ class Game(NamedTuple):
     # jittable (the network calls it on its input).
     legal_afterstates: Optional[Callable[[jax.Array], tuple]] = None
     afterstate_size: int = 0
-    # Optional, with legal_afterstates: the same rows for a batch as one list, without the
+    # Optional, with legal_afterstates: a second ply (``network.replies``).
+    # legal_replies(observation float32[O]) -> (float32[K, R, afterstate_size], int32[K, R]):
+    # for each of legal_afterstates' K move slots, the opponent's legal replies to it as far
+    # as the observer knows them (none where the observer cannot know the opponent's hand),
+    # each row the reply's own result, with the reply's id; unused rows zero with id A.
+    legal_replies: Optional[Callable[[jax.Array], tuple]] = None
+    # Optional, with legal_afterstates: the same rows for a batch as lists, without the
     # unused ones (cheaper where most positions have far fewer than K legal moves).
-    # compact_afterstates(observations float32[N, O], capacity) -> (float32[C, afterstate_size]
-    # rows, int32[C] owners, int32[C] actions, bool[] complete): the legal moves of all N
-    # observations in order, the first C = capacity of them, unused rows zero with owner N and
-    # action A; complete says every legal move got its row (if not, the network falls back
-    # to legal_afterstates). afterstate_capacity(N) -> int: the C the network asks for.
-    compact_afterstates: Optional[Callable[[jax.Array, int], tuple]] = None
-    afterstate_capacity: Optional[Callable[[int], int]] = None
+    # compact_afterstates(observations float32[N, O], capacity C, reply_capacity R) ->
+    # AfterstateLists: the legal moves of all N observations in order, the first C of them,
+    # and (R > 0, with legal_replies) the replies to those moves, the first R of them.
+    # afterstate_capacity(N) -> (C, (R, ...)): the capacities the network asks for, the reply
+    # capacities in turn where the lists overflow (then the slots).
+    compact_afterstates: Optional[Callable[[jax.Array, int, int], AfterstateLists]] = None
+    afterstate_capacity: Optional[Callable[[int], tuple]] = None
     # The game's own agents, for the agents registry (beastybar_jax.agents.make_agent):
     # ((registry name, factory() -> act(state, key) -> int32[] action), ...). Agents that
     # play every game (random, mcts-N, checkpoints) live in beastybar_jax.agents.

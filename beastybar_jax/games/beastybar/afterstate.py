@@ -39,7 +39,7 @@ Layout of one action's ``float32[AFTERSTATE_SIZE]`` row, from the mover's side
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.games.base import as_player
+from beastybar_jax.games.base import AfterstateLists, as_player
 from beastybar_jax.games.beastybar import actions as A
 from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.games.beastybar import core
@@ -112,6 +112,31 @@ def legal_afterstates(observation: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.where(to_move, rows, 0.0), jnp.where(to_move, actions, A.NUM_ACTIONS)
 
 
+def legal_replies(observation: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The known result of each legal *reply* of the opponent to each legal action of the
+    observer: a second ply, where the opponent's hand is known to the observer (their deck
+    is empty, so their hand is every opponent card not yet seen).
+
+    Returns:
+      ``(rows float32[15, 15, 109], actions int32[15, 15])``: for each move slot ``k`` of
+      :func:`legal_afterstates`, the opponent's legal replies in ascending order, each
+      row laid out as an afterstate row (module docstring), told from the observer's side,
+      of the reply alone: the queue after it and the cards that entered the bar and THAT'S
+      IT on it; then ``NUM_ACTIONS`` for unused rows, which are all zero. No replies (all
+      rows unused) where the move slot is unused, the move ends the game, the opponent's
+      hand is not known, or the observer is not to move.
+    """
+    counts = split_observation(observation)["counts"]
+    hand_known = (counts[8] > 0) & (counts[3] == 0)  # to move, the opponent's deck empty
+    state = known_state(observation)
+    actions = legal_actions(core.legal_action_mask(state))
+    used = actions < A.NUM_ACTIONS
+    after = jax.vmap(core.step, in_axes=(None, 0))(state, jnp.where(used, actions, 0))  # [15]
+    rows, replies = jax.vmap(legal_rows, in_axes=(0, None))(after, 0)  # [15, 15, 109], [15, 15]
+    valid = hand_known & used[:, None] & (replies < A.NUM_ACTIONS)
+    return jnp.where(valid[..., None], rows, 0.0), jnp.where(valid, replies, A.NUM_ACTIONS)
+
+
 def afterstate_features(observation: jax.Array) -> jax.Array:
     """``float32[31, 109]`` the known result of each action of the observer, from an
     observation of a position where the observer is to move (module docstring): the
@@ -151,44 +176,96 @@ def legal_rows(state: State, player) -> tuple[jax.Array, jax.Array]:
     return jnp.where(used[:, None], rows, 0.0), actions
 
 
-def compact_afterstates(observations: jax.Array, capacity: int) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+def compact_afterstates(observations: jax.Array, capacity: int, reply_capacity: int = 0) -> AfterstateLists:
     """The rows of :func:`legal_afterstates` for a batch, without the unused ones: the
     legal moves of all ``N`` observations one after another, the first ``capacity``
     of them (a position has 4.5 legal moves on average in random play, so a few more
-    than that per observation rarely overflow and cost far less than 15 each).
+    than that per observation rarely overflow and cost far less than 15 each); and with
+    ``reply_capacity``, the rows of :func:`legal_replies` the same way, the replies to
+    all listed moves one after another.
 
     Args:
       observations: ``float32[N, 149]``.
-      capacity: ``C``, the number of rows (static).
+      capacity: ``C``, the number of move rows (static).
+      reply_capacity: ``R``, the number of reply rows (static; 0: no replies).
 
     Returns:
-      ``(rows float32[C, 109], owners int32[C], actions int32[C], complete bool[])``:
-      row ``k`` is the result of action ``actions[k]`` for observation ``owners[k]``,
-      ordered by observation, then action; unused rows are zero with owner ``N`` and
-      action ``NUM_ACTIONS``. ``complete`` says that every legal move got its row;
-      when it is false the caller must use :func:`legal_afterstates` instead.
+      :class:`~beastybar_jax.games.base.AfterstateLists`: move row ``k`` is the result
+      of action ``actions[k]`` for observation ``owners[k]``, ordered by observation, then
+      action; reply row ``j`` that of the opponent's reply ``reply_actions[j]`` to move
+      row ``reply_owners[j]``. Unused rows are zero with owner ``N`` (``C`` for replies)
+      and action ``NUM_ACTIONS``. Where ``complete`` is false some legal move or reply
+      got no row, and the caller must use :func:`legal_afterstates` and
+      :func:`legal_replies` instead.
     """
     num = observations.shape[0]
-    to_move = split_observation(observations)["counts"][:, 8] > 0
+    counts = split_observation(observations)["counts"]
+    to_move = counts[:, 8] > 0
     states = jax.vmap(known_state)(observations)
     legal = jax.vmap(core.legal_action_mask)(states) & to_move[:, None]  # [N, 31]
-    (flat,) = jnp.nonzero(legal.reshape(-1), size=capacity, fill_value=num * A.NUM_ACTIONS)
-    owners = (flat // A.NUM_ACTIONS).astype(jnp.int32)
+    owners, actions = _compact(legal, capacity)
     used = owners < num
-    actions = jnp.where(used, flat % A.NUM_ACTIONS, A.NUM_ACTIONS).astype(jnp.int32)
     before = jax.tree.map(lambda x: x[jnp.minimum(owners, num - 1)], states)  # [C] the owners' states
     after = jax.vmap(core.step)(before, jnp.where(used, actions, 0))
     rows = _rows(before.bar, before.thats_it, after, True)  # known_state's mover is player 0
-    return jnp.where(used[:, None], rows, 0.0), jnp.where(used, owners, num), actions, jnp.sum(legal) <= capacity
+    complete = jnp.sum(legal) <= capacity
+    rows = jnp.where(used[:, None], rows, 0.0)
+    if reply_capacity == 0:
+        none = jnp.zeros((0,), jnp.int32)
+        return AfterstateLists(rows=rows, owners=owners, actions=actions, reply_rows=jnp.zeros((0, rows.shape[-1])),
+                               reply_owners=none, reply_actions=none, complete=complete)
+    # The opponent's replies where their hand is known (their deck empty); none to a
+    # move that ends the game (no legal reply).
+    hand_known = (counts[:, 3] == 0)[jnp.minimum(owners, num - 1)] & used
+    reply_legal = jax.vmap(core.legal_action_mask)(after) & hand_known[:, None]  # [C, 31]
+    reply_owners, reply_actions = _compact(reply_legal, reply_capacity)
+    replied = reply_owners < capacity
+    moved = jax.tree.map(lambda x: x[jnp.minimum(reply_owners, capacity - 1)], after)  # [R] the moves' results
+    replies = jax.vmap(core.step)(moved, jnp.where(replied, reply_actions, 0))
+    reply_rows = _rows(moved.bar, moved.thats_it, replies, True)
+    return AfterstateLists(rows=rows, owners=owners, actions=actions,
+                           reply_rows=jnp.where(replied[:, None], reply_rows, 0.0), reply_owners=reply_owners,
+                           reply_actions=reply_actions, complete=complete & (jnp.sum(reply_legal) <= reply_capacity))
 
 
-def afterstate_capacity(num_observations: int) -> int:
-    """Rows :func:`compact_afterstates` gets for ``N`` observations: 6 a position and 64
-    more, never more than ``MAX_LEGAL_ACTIONS`` each (where nothing would be saved). A
-    position to move has 5 legal moves on average in random play; of 24,576 groups of
-    64 positions of random play, each group at one turn of 64 games, the one with the
-    most had 417 legal moves, where 64 positions get 448 rows."""
-    return min(MAX_LEGAL_ACTIONS * num_observations, 6 * num_observations + 64)
+def _compact(mask: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
+    """``(owners int32[size], actions int32[size])``: the ``(row, action)`` pairs where
+    ``mask`` (``bool[M, 31]``) holds, row-major, the first ``size`` of them; then owner
+    ``M`` and action ``NUM_ACTIONS``. Each slot finds its row by a binary search over
+    the rows' running counts and its action by rank within the row: no scatter (as
+    ``jnp.nonzero``'s), which is slow on a CPU."""
+    rows = mask.shape[0]
+    counts = jnp.sum(mask, axis=1, dtype=jnp.int32)  # [M]
+    ends = jnp.cumsum(counts)  # [M] slots taken by rows 0..m
+    slots = jnp.arange(size, dtype=jnp.int32)
+    owners = jnp.searchsorted(ends, slots, side="right").astype(jnp.int32)  # M past the last pair
+    row = jnp.minimum(owners, rows - 1)
+    rank = slots - (ends[row] - counts[row])  # the slot's place among its row's pairs
+    mine = mask[row]  # [size, 31]
+    at = mine & (jnp.cumsum(mine, axis=1, dtype=jnp.int32) - 1 == rank[:, None])
+    used = owners < rows
+    return jnp.where(used, owners, rows), jnp.where(used, jnp.argmax(at, axis=1), A.NUM_ACTIONS).astype(jnp.int32)
+
+
+def afterstate_capacity(num_observations: int) -> tuple[int, tuple[int, ...]]:
+    """``(C, (R1, R2))``: the move rows and the reply rows :func:`compact_afterstates`
+    gets for ``N`` observations, the network trying the reply capacities in turn.
+
+    Moves: 6 a position and 64 more, never more than ``MAX_LEGAL_ACTIONS`` each (where
+    nothing would be saved). A position to move has 5 legal moves on average in random
+    play; of 24,576 groups of 64 positions of random play, each group at one turn of 64
+    games, the one with the most had 417 legal moves, where 64 positions get 448 rows.
+
+    Replies: 7 a position and 64 more, then 24 and 64 more. Only positions where the
+    opponent's deck is empty have replies, those of a game's last 9 turns. Games in
+    self-play end at different turns and restart, so after the first few iterations a
+    batch mixes turns: in ``configs/champion.yaml`` with replies, self-play's batches of 64
+    had 5.3 replies a position on average, 9 or fewer in 99% of them and at most 12.8,
+    training batches of 128 at most 10.1; the first iterations, whose games still move
+    in step, up to 30 (random play: 23-24 a position at turns 15 and 16). The replies'
+    engine steps are most of their cost, so the first list is kept small."""
+    moves = min(MAX_LEGAL_ACTIONS * num_observations, 6 * num_observations + 64)
+    return moves, (7 * num_observations + 64, 24 * num_observations + 64)
 
 
 def _rows(bar_before: jax.Array, thats_it_before: jax.Array, after: State, is_first) -> jax.Array:

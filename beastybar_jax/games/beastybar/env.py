@@ -53,6 +53,7 @@ BEASTYBAR = Game(
     afterstate_size=afterstate.AFTERSTATE_SIZE,
     compact_afterstates=afterstate.compact_afterstates,
     afterstate_capacity=afterstate.afterstate_capacity,
+    legal_replies=afterstate.legal_replies,
     agents=heuristics.AGENTS,
     agent_wrappers=(("solver", solver_act),),
     default_opponent="heuristic",
