@@ -233,7 +233,9 @@ def _compact(mask: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
     ``mask`` (``bool[M, 31]``) holds, row-major, the first ``size`` of them; then owner
     ``M`` and action ``NUM_ACTIONS``. Each slot finds its row by a binary search over
     the rows' running counts and its action by rank within the row: no scatter (as
-    ``jnp.nonzero``'s), which is slow on a CPU."""
+    ``jnp.nonzero``'s), which is slow on a CPU (a ``configs/champion.yaml`` iteration: 0.38 s
+    against 0.43 s with ``jnp.nonzero``, ``benchmark.py selfplay`` back to back, 2-core AMD
+    EPYC, 2026-11-26)."""
     rows = mask.shape[0]
     counts = jnp.sum(mask, axis=1, dtype=jnp.int32)  # [M]
     ends = jnp.cumsum(counts)  # [M] slots taken by rows 0..m
