@@ -473,8 +473,12 @@ def make_network(config: NetworkConfig, game: Game | int,
 
 
 def init_params(network: PolicyValueNet, key: jax.Array, observation_size: int):
-    """Fresh float32 variables (``{"params": ...}``) for ``network.apply``."""
-    return network.init(key, jnp.zeros((1, observation_size), jnp.float32))
+    """Fresh float32 variables (``{"params": ...}``) for ``network.apply``.
+
+    Under ``jit``: the variables depend on no output of the forward pass, so XLA drops it,
+    where an eager ``init`` runs it op by op (with afterstates and replies, 225 engine
+    steps: half a minute on a CPU)."""
+    return jax.jit(network.init)(key, jnp.zeros((1, observation_size), jnp.float32))
 
 
 def count_params(params) -> int:

@@ -109,8 +109,8 @@ SCALES = {
     ),
 }
 
-# Seconds each part may take. Full scale, from the H100 run of 2026-11-26 (docs/performance.md):
-# 840 s in all, so two 10-minute slots with room to start the machine, the first five parts
+# Seconds each part may take. Full scale, from the H100 run of 2026-11-26 (docs/performance.md;
+# `search` and `strength` did not finish there, so theirs are estimates): 840 s in all, so two 10-minute slots with room to start the machine, the first five parts
 # (360 s) and then strength and gpu_tests (480 s). `iteration` compiles configs/h100.yaml
 # (afterstates and replies: 70 s on an H100), as does the training in `strength`; `pytest -m
 # gpu` took 76 s. tiny: generous, so a busy CI machine never times a part out.

@@ -9,11 +9,12 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import jax
+import numpy as np
 import pytest
 
 from beastybar_jax import arena
 from beastybar_jax.agents import AgentSpecError, make_agent
-from beastybar_jax.checkpoint import ExportError, load_exported
+from beastybar_jax.checkpoint import ExportError, load_agent, load_exported
 from beastybar_jax.games import get_game
 from helpers import experiment, tiny_training
 
@@ -70,8 +71,10 @@ def test_champion_specs_and_a_missing_champion(tmp_path):
     exported.mkdir()
     for name in ("config.json", "params.msgpack"):
         (exported / name).write_bytes((CHAMPION_DIR / name).read_bytes())
-    state, key = get_game("beastybar").init(jax.random.key(3)), jax.random.key(4)
-    assert int(make_agent(f"checkpoint:{exported}").act(state, key)) == int(make_agent("champion").act(state, key))
+    copy = load_agent(str(exported))
+    assert copy.config == model.config
+    assert jax.tree.all(jax.tree.map(np.array_equal, copy.params, model.params))
+    assert make_agent(f"checkpoint:{exported}").name == f"checkpoint:{exported}"
     (tmp_path / "config.json").write_text((CHAMPION_DIR / "config.json").read_text())
     (tmp_path / "params.msgpack").write_bytes(b"not msgpack")
     with pytest.raises(ExportError, match="does not match the network"):
