@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from beastybar_jax.agents.base import Agent
+from beastybar_jax.agents.base import Agent, batch_act
 from beastybar_jax.games.base import Game
 
 
@@ -73,8 +73,8 @@ def play_games(agent_a: Agent, agent_b: Agent, deal_keys: jax.Array, key: jax.Ar
     states = jax.tree.map(lambda x: jnp.concatenate([x, x]), deals)
     agent_seat = jnp.repeat(jnp.arange(2, dtype=jnp.int32), num_deals)
     first_player = states.current_player.astype(jnp.int32)
-    act_a = jax.vmap(agent_a.act)
-    act_b = jax.vmap(agent_b.act)
+    act_a = batch_act(agent_a)
+    act_b = batch_act(agent_b)
 
     def turn(carry, turn_key):
         states, illegal = carry

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from beastybar_jax.games import beastybar as game
-from beastybar_jax.agents import AgentSpecError, make_agent, network_agent, split_options
+from beastybar_jax.agents import AgentSpecError, batch_act, make_agent, network_agent, split_options
 from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.network import NetworkConfig, init_params, make_network
 from beastybar_jax.search import SearchConfig
@@ -115,14 +115,18 @@ def actions_on(agents):
         actions = {name: jax.vmap(a.act)(both, keys) for name, a in agents.items()}
         legal = jax.vmap(game.legal_action_mask)(states)
         observations = jax.vmap(game.observe)(both, both.current_player)
+        # The agents' own batched act (one network call, one batched search) on the
+        # positions and, separately with the same keys, on their twins.
+        batched = {name: (batch_act(a)(states, keys[:n]), batch_act(a)(twins, keys[:n]))
+                   for name, a in agents.items() if a.act_batch is not None}
         return (states, twins, {k: v[:n] for k, v in actions.items()}, {k: v[n:] for k, v in actions.items()},
-                legal, observations[:n], observations[n:])
+                legal, observations[:n], observations[n:], batched)
 
     return jax.device_get(run(jax.random.key(7)))
 
 
 def test_positions_are_varied_and_unfinished(actions_on):
-    states, twins, _, _, _, obs, twin_obs = actions_on
+    states, twins, _, _, _, obs, twin_obs, _ = actions_on
     assert not states.terminated.any()
     assert len(set(states.turn.tolist())) == len(TURNS) + 1
     # the twins differ in hidden cards somewhere, yet show the mover the same table
@@ -132,7 +136,7 @@ def test_positions_are_varied_and_unfinished(actions_on):
 
 @pytest.mark.parametrize("name", ALL)
 def test_agent_plays_legal_moves(actions_on, name):
-    _, _, actions, _, legal, _, _ = actions_on
+    _, _, actions, _, legal, _, _, _ = actions_on
     chosen = actions[name]
     assert chosen.dtype == np.int32
     assert legal[np.arange(len(chosen)), chosen].all(), f"{name} chose an illegal action"
@@ -142,6 +146,18 @@ def test_agent_plays_legal_moves(actions_on, name):
 def test_agent_uses_only_what_the_mover_may_know(actions_on, name):
     _, _, actions, twin_actions = actions_on[:4]
     np.testing.assert_array_equal(actions[name], twin_actions[name])
+
+
+def test_batched_agents_play_legal_fair_moves(actions_on):
+    """``batch_act``: a network scores the whole batch in one call and a search runs one
+    batched mctx call, with the same fairness; the raw network's moves are the same as
+    one state at a time, a search's moves are its own draws (worlds from ``keys[0]``)."""
+    _, _, actions, _, legal, _, _, batched = actions_on
+    assert set(batched) == {"mcts-4", "network"}
+    for name, (chosen, twin_chosen) in batched.items():
+        assert legal[np.arange(len(chosen)), chosen].all(), f"{name} chose an illegal action"
+        np.testing.assert_array_equal(chosen, twin_chosen)
+    np.testing.assert_array_equal(batched["network"][0], actions["network"])
 
 
 def test_agents_differ(actions_on):

@@ -2,8 +2,8 @@
 
 An agent is a pure function ``act(state, key) -> action`` on ONE unbatched state,
 acting for ``state.current_player``. It is jittable and vmappable, so a match of
-thousands of games is ``jax.vmap(agent.act)`` inside one ``lax.scan`` (see
-``beastybar_jax.arena``). Information-set fairness is part of the contract: an
+thousands of games is ``batch_act(agent)`` (``jax.vmap(agent.act)``, or the agent's own
+``act_batch``) inside one ``lax.scan`` (see ``beastybar_jax.arena``). Information-set fairness is part of the contract: an
 agent may only use what the mover may know -- ``game.observe``, the legal mask,
 or worlds drawn with ``game.sample_world(state, mover, key)``. Never the true
 hidden cards.
@@ -19,9 +19,11 @@ import jax.numpy as jnp
 
 from beastybar_jax.games.choice import TIE_TOLERANCE, random_best, uniform_choice
 
-__all__ = ["ActFn", "Agent", "SearchSetup", "TIE_TOLERANCE", "random_best", "uniform_choice"]
+__all__ = ["ActFn", "Agent", "BatchActFn", "SearchSetup", "TIE_TOLERANCE", "batch_act", "random_best",
+           "uniform_choice"]
 
 ActFn = Callable[[Any, jax.Array], jax.Array]  # (one state, key) -> int32[] action
+BatchActFn = Callable[[Any, jax.Array], jax.Array]  # (states [B], keys [B]) -> int32[B] actions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,14 +39,29 @@ class Agent:
       search_setup: for agents built on an evaluator (network and search agents),
         what they think with, so a position can be analysed the way they see it
         (the web app's Analyse panel); ``None`` for the others.
+      act_batch: ``act_batch(states [B], keys [B]) -> int32[B]``, the same policy as
+        ``act`` on each state (the same actions for the same keys where ``act`` draws
+        nothing beyond its key, else the same distribution), for agents that think
+        better in batches: a network evaluates a batch of observations at once (its
+        afterstate lists, :class:`beastybar_jax.network.AfterstateScorer`), a search
+        runs one batched mctx call instead of a vmapped batch of one (which would turn
+        its loops into selects over whole trees). ``None``: ``jax.vmap(act)``. Use
+        :func:`batch_act` rather than either field.
     """
 
     name: str
     act: ActFn
     search_setup: "SearchSetup | None" = None
+    act_batch: "BatchActFn | None" = None
 
     def __repr__(self) -> str:  # the closure is noise in logs
         return f"Agent({self.name!r})"
+
+
+def batch_act(agent: Agent) -> BatchActFn:
+    """``(states [B], keys [B]) -> int32[B]``: ``agent`` acting on a batch of states,
+    its own ``act_batch`` where it has one, else ``jax.vmap(agent.act)``."""
+    return agent.act_batch if agent.act_batch is not None else jax.vmap(agent.act)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 
-from beastybar_jax.agents.base import Agent
+from beastybar_jax.agents.base import Agent, batch_act
 from beastybar_jax.agents.baselines import random_agent
 from beastybar_jax.agents.search_agents import mcts_agent, network_agent, search_config_with
 from beastybar_jax import checkpoint
@@ -138,7 +138,8 @@ def _wrapped_agent(spec: str, game: Game) -> Agent:
                              f"does not decide), e.g. {head}+{game.default_opponent}")
     inner = make_agent(fallback.strip(), game=game)
     # Analysis sees the position the way the inner agent does (the wrapper only plays solved endgames).
-    return Agent(spec, wrappers[head](inner.act), inner.search_setup)
+    return Agent(spec, wrappers[head](inner.act), inner.search_setup,
+                 wrappers[head](batch_act(inner), batched=True))
 
 
 def make_agent(spec: str, *, game: Game | None = None) -> Agent:

@@ -73,6 +73,12 @@ def _search_one(game: Game, evaluate, config: SearchConfig, state, key):
     return search_lib.run_search(game, evaluate, batched, key, config, add_noise=False).action[0]
 
 
+def _search_batch(game: Game, evaluate, config: SearchConfig, states, keys):
+    """The search's actions for states ``[B]``: one batched search (keyed by ``keys[0]``;
+    each state gets its own worlds and Gumbel draws from it)."""
+    return search_lib.run_search(game, evaluate, states, keys[0], config, add_noise=False).action
+
+
 def mcts_agent(num_simulations: int, *, num_determinizations: int = 1, algorithm: str = "gumbel",
                num_playouts: int = 1, game: Game, name: str | None = None) -> Agent:
     """Search with ``num_simulations`` per world, ``num_determinizations`` worlds, a uniform
@@ -86,8 +92,13 @@ def mcts_agent(num_simulations: int, *, num_determinizations: int = 1, algorithm
         evaluate = random_playout_evaluator(game, playout_key, num_playouts)
         return _search_one(game, evaluate, config, state, search_key)
 
+    def act_batch(states, keys):
+        search_key, playout_key = jax.random.split(keys[0])
+        evaluate = random_playout_evaluator(game, playout_key, num_playouts)
+        return _search_batch(game, evaluate, config, states, search_key[None])
+
     setup = SearchSetup(lambda key: random_playout_evaluator(game, key, num_playouts), config)
-    return Agent(name or f"mcts-{num_simulations}", act, setup)
+    return Agent(name or f"mcts-{num_simulations}", act, setup, act_batch)
 
 
 def network_agent(network, params, *, search: SearchConfig | None = None, name: str = "network",
@@ -105,15 +116,22 @@ def network_agent(network, params, *, search: SearchConfig | None = None, name: 
     evaluate = search_lib.network_evaluator(game, network, params)
     setup = SearchSetup(lambda key: evaluate, search, learned_prior=True)
     if search is None:
+        def act_batch(states, keys):
+            observations = jax.vmap(game.observe)(states, states.current_player)
+            logits = network.apply(params, observations).policy_logits.astype(jnp.float32)
+            legal = jax.vmap(game.legal_action_mask)(states)
+            return jax.vmap(lambda x, m, k: random_best(x, m, k, tolerance=0.0))(logits, legal, keys)
+
         def act(state, key):
-            observation = game.observe(state, state.current_player)
-            logits = network.apply(params, observation[None]).policy_logits[0].astype(jnp.float32)
-            return random_best(logits, game.legal_action_mask(state), key, tolerance=0.0)
+            return act_batch(jax.tree.map(lambda x: x[None], state), key[None])[0]
     else:
         def act(state, key):
             return _search_one(game, evaluate, search, state, key)
 
-    return Agent(name, act, setup)
+        def act_batch(states, keys):
+            return _search_batch(game, evaluate, search, states, keys)
+
+    return Agent(name, act, setup, act_batch)
 
 
 def search_config_with(config: SearchConfig, **changes) -> SearchConfig:

@@ -142,7 +142,8 @@ class Game(NamedTuple):
     # play every game (random, mcts-N, checkpoints) live in beastybar_jax.agents.
     agents: tuple = ()
     # ((name, wrap(fallback act) -> act), ...): agents built around another agent, asked
-    # for as "<name>+<agent spec>" (Beasty Bar's "solver+heuristic").
+    # for as "<name>+<agent spec>" (Beasty Bar's "solver+heuristic"); wrap(fallback
+    # act_batch, batched=True) gives the agent's act_batch.
     agent_wrappers: tuple = ()
     # The registry name of the game's strongest baseline (evaluation's and play.py's default).
     default_opponent: str = "random"

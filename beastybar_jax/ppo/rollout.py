@@ -10,7 +10,7 @@ always faces the same kind of opponent (the static split of
   snapshot ``g`` of the device-resident ring of past parameters (one batched forward
   pass per group, ``vmap`` over the ring), sampling from its policy;
 - an agents registry spec (``heuristic``, ``checkpoint:<run>``, ``mcts-16``...):
-  ``vmap(agent.act)`` over that kind's slots.
+  ``batch_act(agent)`` over that kind's slots.
 
 Against pool and registry opponents the learner's seat is drawn at random for each
 new game. The learner sees only ``game.observe(state, mover)`` and the legal mask
@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from beastybar_jax.agents.base import batch_act
 from beastybar_jax.games.base import Game
 from beastybar_jax.config.ppo import POOL, SELF, PPOConfig
 
@@ -195,7 +196,7 @@ def _pool_act(network, pool_size: int, count: int):
 def _agent_act(agent, count: int):
     def act(states, observation, legal_mask, pool, key):
         del observation, legal_mask, pool
-        return jax.vmap(agent.act)(states, jax.random.split(key, count)).astype(jnp.int32)
+        return batch_act(agent)(states, jax.random.split(key, count)).astype(jnp.int32)
 
     return act
 

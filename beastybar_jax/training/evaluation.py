@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from beastybar_jax import arena
-from beastybar_jax.agents import AgentSpecError, make_agent, network_agent
+from beastybar_jax.agents import AgentSpecError, batch_act, make_agent, network_agent
 from beastybar_jax.config import ConfigError, TrainConfig
 from beastybar_jax.games.base import Game
 from beastybar_jax.training import distributed
@@ -87,7 +87,7 @@ def make_evaluator(config: TrainConfig, game: Game, network, opponents: list | N
                 score=jnp.mean((o.reward + 1) / 2),
                 margin=jnp.mean(o.margin),
             ))
-        endgame_moves = None if yardstick is None else jax.vmap(agent.act)(endgame_states, endgame_keys)
+        endgame_moves = None if yardstick is None else batch_act(agent)(endgame_states, endgame_keys)
         return results, endgame_moves
 
     compiled = None

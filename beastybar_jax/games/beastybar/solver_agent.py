@@ -25,20 +25,28 @@ from beastybar_jax.games.beastybar.endgame.solver import SolverConfig, solve_pos
 AGENT_SOLVER = SolverConfig(mode="best")
 
 
-def solver_act(fallback, config: SolverConfig = AGENT_SOLVER):
+def solver_act(fallback, config: SolverConfig = AGENT_SOLVER, *, batched: bool = False):
     """``act`` that plays a best move (the largest final point margin under best play,
     hence also a result-optimal one; ties at random) in every solvable position
     (``is_solvable``) and the ``fallback`` act's move elsewhere (the registry's
-    ``solver+<agent>``)."""
+    ``solver+<agent>``). With ``batched``, ``fallback`` and the returned function take
+    states ``[B]`` and keys ``[B]`` (an agent's ``act_batch``), with the same moves."""
     if config.mode == "results":
         raise ValueError("the solver agent needs exact margins: use mode 'best' or 'margins'")
 
-    def act(state: State, key: jax.Array) -> jax.Array:
+    def solved_move(state: State, key: jax.Array):
         world_key, tie_key, fallback_key = jax.random.split(key, 3)
         world = sample_world(state, state.current_player, world_key)
         solution = solve_position(world, config)
         best = random_best(solution.action_margin.astype(jnp.float32), solution.best_actions, tie_key)
-        other = fallback(state, fallback_key)
-        return jnp.where(is_solvable(state) & solution.solved, best, other).astype(jnp.int32)
+        return best, is_solvable(state) & solution.solved, fallback_key
 
-    return act
+    def act(state: State, key: jax.Array) -> jax.Array:
+        best, solved, fallback_key = solved_move(state, key)
+        return jnp.where(solved, best, fallback(state, fallback_key)).astype(jnp.int32)
+
+    def act_batch(states: State, keys: jax.Array) -> jax.Array:
+        best, solved, fallback_keys = jax.vmap(solved_move)(states, keys)
+        return jnp.where(solved, best, fallback(states, fallback_keys)).astype(jnp.int32)
+
+    return act_batch if batched else act

@@ -168,7 +168,9 @@ CHUNK = 1024  # positions per compiled call of an agent
 
 @functools.lru_cache(maxsize=32)
 def _compiled_moves(agent: Any):
-    return jax.jit(jax.vmap(agent.act))
+    # The agent's own batched act where it has one (beastybar_jax.agents.batch_act; this
+    # package imports no agent module).
+    return jax.jit(getattr(agent, "act_batch", None) or jax.vmap(agent.act))
 
 
 def agent_moves(agent: Any, suite: Suite, key: jax.Array, chunk: int = CHUNK) -> np.ndarray:
