@@ -316,8 +316,9 @@ def part_strength(s: dict, out: str, log) -> list[dict]:
                              games=r["games"], score=r["score"], training_seconds=trained["seconds"],
                              training_iterations=trained["iterations"], config=s["train_config"])
     path = os.path.join(out, "strength_endgames.json")
+    positions = ["--games", str(s["endgame_positions"])] if s["endgame_positions"] else []  # 0: all of them
     run_cli([os.path.join(EXPERIMENTS, "evaluate.py"), "--endgames", "--agent", f"{raw},{searched}",
-             "--games", str(s["endgame_positions"]), "--json", path, "--plain"], log, timeout=600)
+             *positions, "--json", path, "--plain"], log, timeout=600)
     with open(path) as f:
         for r, label in zip(json.load(f)["results"], ("raw", f"sims{s['eval_sims']}")):
             for metric in ("keeps_result", "throws_win", "throws_draw"):

@@ -61,10 +61,38 @@ def test_tiny_scale_runs_every_part_and_reports_each_figure(tiny_report):
         assert f"| {name} |" in markdown and f"| {name} |" in table.stdout, name
 
 
-def test_a_part_past_its_budget_is_reported_and_the_run_goes_on(tmp_path):
-    spec = importlib.util.spec_from_file_location("acceptance", SCRIPT)
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "experiments", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_the_full_scale_strength_part_asks_evaluate_for_what_it_accepts(tmp_path, monkeypatch):
+    """The tiny scale runs the part here; the full scale's own command lines (the whole
+    endgame suite, matches with search) must parse too, or a GPU run fails at its end."""
+    module, evaluate = load_script("acceptance"), load_script("evaluate")
+    commands = []
+
+    def fake_cli(args, log, timeout):  # record the command, write what evaluate.py would
+        commands.append(args)
+        path = args[args.index("--json") + 1]
+        row = dict(opponent="heuristic", win_rate=0.9, games=2, score=0.9, keeps_result=0.9, throws_win=0.05,
+                   throws_draw=0.05, positions=2)
+        with open(path, "w") as f:
+            json.dump(dict(results=[row, row]), f)
+
+    monkeypatch.setattr(module, "run_cli", fake_cli)
+    monkeypatch.setattr(module, "_train_for", lambda s, run_dir, log: dict(seconds=1.0, iterations=1))
+    figures = list(module.part_strength(module.SCALES["full"], str(tmp_path), print))
+    assert len(commands) == 3 and len(figures) == 2 * 2 + 2 * 3
+    for args in commands:
+        assert args[0].endswith("evaluate.py")
+        evaluate.parse_args(args[1:])  # an argparse error exits
+
+
+def test_a_part_past_its_budget_is_reported_and_the_run_goes_on(tmp_path):
+    module = load_script("acceptance")
     os.makedirs(tmp_path / "parts")
     # One second is not enough to start JAX, let alone compile: the part is stopped.
     result = module.spawn_part("engine", "tiny", str(tmp_path), budget=1.0)
