@@ -4,9 +4,10 @@
 first copy agent A sits in seat 0, in the second the same deal (same hands, decks
 and starting seat) is replayed with the seats swapped, so A holds exactly the cards
 B held. Card luck cancels within each pair. All ``2 * num_deals`` games run at once:
-``vmap`` over games inside one ``lax.scan`` over turns, both agents' actions
-computed every turn and the mover's selected with ``jnp.where`` (no per-move Python,
-one compiled function per pair of agents and match size).
+each agent acts on the whole batch of games (``agents.batch_act``) inside one
+``lax.scan`` over turns, both agents' actions computed every turn and the mover's
+selected with ``jnp.where`` (no per-move Python, one compiled function per pair of
+agents and match size).
 
 Statistics (``MatchResult``, from agent A's point of view):
 - ``win_rate`` = wins / games, as the reference counts it (draws are not wins);

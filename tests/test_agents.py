@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from beastybar_jax.games import beastybar as game
-from beastybar_jax.agents import AgentSpecError, batch_act, make_agent, network_agent, split_options
+from beastybar_jax.agents import Agent, AgentSpecError, batch_act, make_agent, network_agent, split_options
+from beastybar_jax.games.beastybar.solver_agent import solver_act
 from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.network import NetworkConfig, init_params, make_network
 from beastybar_jax.search import SearchConfig
@@ -31,7 +32,7 @@ def network_and_params():
     return network, init_params(network, jax.random.key(0), game.OBSERVATION_SIZE)
 
 
-ALL = (*SIMPLE, "mcts-4", "network")
+ALL = (*SIMPLE, "mcts-4", "network", "solver+network")
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +41,10 @@ def agents(network_and_params):
     agents = {name: make_agent(name) for name in SIMPLE}
     agents["mcts-4"] = make_agent("mcts-4")
     agents["network"] = network_agent(network, params, game=game.BEASTYBAR)
+    # The solver where the position is solvable (the turn-17 and turn-21 positions), the network elsewhere.
+    network_act = agents["network"]
+    agents["solver+network"] = Agent("solver+network", solver_act(network_act.act), None,
+                                     solver_act(network_act.act_batch, batched=True))
     return agents
 
 
@@ -153,11 +158,12 @@ def test_batched_agents_play_legal_fair_moves(actions_on):
     batched mctx call, with the same fairness; the raw network's moves are the same as
     one state at a time, a search's moves are its own draws (worlds from ``keys[0]``)."""
     _, _, actions, _, legal, _, _, batched = actions_on
-    assert set(batched) == {"mcts-4", "network"}
+    assert set(batched) == {"mcts-4", "network", "solver+network"}
     for name, (chosen, twin_chosen) in batched.items():
         assert legal[np.arange(len(chosen)), chosen].all(), f"{name} chose an illegal action"
         np.testing.assert_array_equal(chosen, twin_chosen)
-    np.testing.assert_array_equal(batched["network"][0], actions["network"])
+    for name in ("network", "solver+network"):  # the same keys: the same moves
+        np.testing.assert_array_equal(batched[name][0], actions[name])
 
 
 def test_agents_differ(actions_on):

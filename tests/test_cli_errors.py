@@ -105,6 +105,9 @@ def test_evaluate_tables_are_not_cut_when_piped():
     (["ppo", "--config", str(tiny_training.REPO_ROOT / "configs" / "ppo_quick.yaml"), "--set", "no_such_key=1"], "unknown config key 'no_such_key'"),
     (["env", "--batch-sizes", "2^3,0"], "argument --batch-sizes: expected comma-separated integers >= 1"),
     (["endgames", "--modes", "best,exact"], "argument --modes: expected comma-separated names from results, best"),
+    (["matches", "--agents", "random,champ"], "unknown agent 'champ'"),
+    (["matches", "--agents", " , "], "argument --agents: expected comma-separated agent specs"),
+    (["matches", "--deals", "0"], "argument --deals: must be at least 1, got 0"),
 ])
 def test_benchmark_argument_errors_leave_the_results_alone(argv, expected, tmp_path, capsys):
     """Rows 10 and 11: one line, exit code 2, and the results file is not touched

@@ -170,6 +170,7 @@ TINY_RUN = {
             "--set", "ppo.rollout_length=4", "--set", "ppo.num_minibatches=2", "--set", "ppo.pool_size=2"],
     "search": ["--batch-sizes", "4", "--simulations", "2", "--repeats", "1", "--evaluator", "uniform"],
     "endgames": ["--positions", "64", "--source", "suite", "--modes", "results", "--lanes", "0", "--repeats", "1"],
+    "matches": ["--agents", "random", "--opponent", "random", "--deals", "2", "--repeats", "1"],
 }
 
 

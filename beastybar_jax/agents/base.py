@@ -39,14 +39,15 @@ class Agent:
       search_setup: for agents built on an evaluator (network and search agents),
         what they think with, so a position can be analysed the way they see it
         (the web app's Analyse panel); ``None`` for the others.
-      act_batch: ``act_batch(states [B], keys [B]) -> int32[B]``, the same policy as
-        ``act`` on each state (the same actions for the same keys where ``act`` draws
-        nothing beyond its key, else the same distribution), for agents that think
-        better in batches: a network evaluates a batch of observations at once (its
-        afterstate lists, :class:`beastybar_jax.network.AfterstateScorer`), a search
-        runs one batched mctx call instead of a vmapped batch of one (which would turn
-        its loops into selects over whole trees). ``None``: ``jax.vmap(act)``. Use
-        :func:`batch_act` rather than either field.
+      act_batch: ``act_batch(states [B], keys [B]) -> int32[B]``: the policy of ``act``
+        on each state, for agents that think better in batches. A network agent
+        evaluates the batch's observations in one call (its afterstate lists,
+        :class:`beastybar_jax.network.AfterstateScorer`) and plays the same moves as
+        ``act`` for the same keys (up to float rounding, which can break a near-tie
+        differently); a search agent runs one batched mctx call (instead of
+        a vmapped batch of one, whose loops become selects over whole trees), drawing
+        every state's worlds from ``keys[0]``: the same distribution of moves, not the
+        same moves. ``None``: ``jax.vmap(act)``. Callers use :func:`batch_act`.
     """
 
     name: str
