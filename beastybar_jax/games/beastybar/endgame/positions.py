@@ -53,9 +53,9 @@ def play_recorded(agent_a: Any, agent_b: Any, num_games: int, key: jax.Array) ->
     deal_key, play_key = jax.random.split(key)
     states = jax.vmap(game.init)(jax.random.split(deal_key, num_games))
     seat_a = (jnp.arange(num_games) >= num_games // 2).astype(jnp.int32)
-    from beastybar_jax.agents.base import batch_act  # here: the agents package imports the games
-
-    act_a, act_b = batch_act(agent_a), batch_act(agent_b)
+    # An agent's own batched act where it has one (Agent.act_batch: a network's afterstate
+    # lists, one batched search), as beastybar_jax.agents.batch_act does.
+    act_a, act_b = (getattr(a, "act_batch", None) or jax.vmap(a.act) for a in (agent_a, agent_b))
 
     def turn(states, turn_key):
         key_a, key_b = jax.random.split(turn_key)

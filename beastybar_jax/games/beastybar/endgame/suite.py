@@ -168,9 +168,9 @@ CHUNK = 1024  # positions per compiled call of an agent
 
 @functools.lru_cache(maxsize=32)
 def _compiled_moves(agent: Any):
-    from beastybar_jax.agents.base import batch_act  # here: the agents package imports the games
-
-    return jax.jit(batch_act(agent))
+    # The agent's own batched act where it has one (beastybar_jax.agents.batch_act; this
+    # package imports no agent module).
+    return jax.jit(getattr(agent, "act_batch", None) or jax.vmap(agent.act))
 
 
 def agent_moves(agent: Any, suite: Suite, key: jax.Array, chunk: int = CHUNK) -> np.ndarray:
