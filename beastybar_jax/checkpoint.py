@@ -596,3 +596,44 @@ def _exported_iteration(directory) -> int:
             return int(json.load(f).get("iteration", 0))
     except (OSError, ValueError, TypeError, AttributeError):
         return 0
+
+
+def warm_start_params(fresh, source: str, game=None):
+    """``(params, taken, fresh_paths)``: ``fresh`` (a network's variables) with every
+    parameter that ``source`` has at the same path taken from there; ``taken`` counts
+    them, ``fresh_paths`` lists the paths ``source`` lacks (a part it does not have, such
+    as a new layer), kept as they are. ``source``: a run directory, a checkpoint, an
+    exported network, or the name of one of ``game``'s shipped networks
+    (``Game.networks``: Beasty Bar's ``champion``). Raises :class:`CheckpointError` where
+    it cannot be read, shares no parameter, or has a parameter of another shape at the
+    same path (networks of other sizes)."""
+    shipped = dict(getattr(game, "networks", ()) or ())
+    path = str(shipped.get(source, source))
+    try:
+        model = load_agent(path)
+    except CheckpointError as e:
+        raise CheckpointError(f"warm_start {source!r}: {e}") from None
+    known = {jax.tree_util.keystr(k): v for k, v in jax.tree_util.tree_flatten_with_path(model.params)[0]}
+    taken, kept, other = 0, [], []
+
+    def pick(key_path, leaf):
+        nonlocal taken
+        name = jax.tree_util.keystr(key_path)
+        value = known.get(name)
+        if value is None:
+            kept.append(name)
+            return leaf
+        if np.shape(value) != np.shape(leaf):
+            other.append(f"{name}: {np.shape(value)} there, {np.shape(leaf)} here")
+            return leaf
+        taken += 1
+        return np.asarray(value, leaf.dtype)
+
+    params = jax.tree_util.tree_map_with_path(pick, fresh)
+    if other:
+        raise CheckpointError(f"warm_start {source!r}: {len(other)} parameters have other shapes there (e.g. "
+                              f"{other[0]}): the networks differ in size; check network.* against the source's "
+                              f"config")
+    if taken == 0:
+        raise CheckpointError(f"warm_start {source!r}: its network shares no parameter with this run's")
+    return params, taken, kept

@@ -26,7 +26,10 @@ the network, where the raw policy can use it. With ``replies: true`` as well, th
 opponent's legal replies to each move, where the observer knows their hand
 (``Game.legal_replies``: Beasty Bar's opponent deck is empty), go through a per-reply MLP
 that reads the move's first hidden layer, and the min and max of its units over the
-replies enter the move's second layer: a second ply.
+replies enter the move's second layer: a second ply. With ``answers: true`` too, the
+observer's own answers to each reply, where both decks are empty (``Game.legal_answers``),
+go through a per-answer MLP the same way, and their min and max enter the reply's second
+layer: a third ply.
 
 Which slice of the observation holds the tokens is the game's
 :class:`~beastybar_jax.games.TokenLayout` (``Game.observation_tokens``: ``start``,
@@ -73,6 +76,8 @@ class NetworkConfig:
       afterstate_width: hidden size of the per-move MLP.
       replies: also score each move from the opponent's known replies to it (a second
         ply, ``Game.legal_replies``; module docstring); needs ``afterstates``.
+      answers: also score each reply from the mover's known answers to it (a third ply,
+        ``Game.legal_answers``; module docstring); needs ``replies``.
     """
 
     torso: str = "mlp"
@@ -84,6 +89,7 @@ class NetworkConfig:
     afterstates: bool = False
     afterstate_width: int = 32
     replies: bool = False
+    answers: bool = False
 
     def __post_init__(self):
         if self.torso not in TORSOS:
@@ -99,6 +105,9 @@ class NetworkConfig:
         if self.replies and not self.afterstates:
             raise ValueError("network.replies scores the replies to each move's afterstate: it needs "
                              "network.afterstates: true")
+        if self.answers and not self.replies:
+            raise ValueError("network.answers scores the mover's answers to each of the opponent's replies: it "
+                             "needs network.replies: true")
         if self.torso == "attention":
             if not isinstance(self.num_heads, int) or self.num_heads < 1:
                 raise ValueError(f"network.num_heads must be a positive integer, got {self.num_heads!r}")
@@ -240,13 +249,16 @@ class AfterstateSource:
 
     legal: Callable[[jax.Array], tuple]  # Game.legal_afterstates
     compact: Optional[Callable[..., Any]] = None  # Game.compact_afterstates
-    capacity: Optional[Callable[[int], tuple]] = None  # Game.afterstate_capacity: (C, (R, ...))
+    capacity: Optional[Callable[[int], tuple]] = None  # Game.afterstate_capacity: (C, (R, ...)[, ((R, Q), ...)])
     replies: Optional[Callable[[jax.Array], tuple]] = None  # Game.legal_replies (network.replies only)
+    answers: Optional[Callable[[jax.Array], tuple]] = None  # Game.legal_answers (network.answers only)
 
     def __post_init__(self):
         if (self.compact is None) != (self.capacity is None):
             raise ValueError("a game with afterstates gives compact_afterstates and afterstate_capacity together, "
                              "or neither")
+        if self.answers is not None and self.replies is None:
+            raise ValueError("answers are to replies: an AfterstateSource with answers needs replies")
 
 
 class AfterstateScorer(nn.Module):
@@ -258,7 +270,10 @@ class AfterstateScorer(nn.Module):
     illegal ones) gets the logit of an all-zero row. With replies (``network.replies``)
     the opponent's known replies to each move go through a per-reply MLP that also reads
     the move's first hidden layer, and the min and max of its units over the replies
-    (with a flag: any replies) enter the move's second layer: a second ply.
+    (with a flag: any replies) enter the move's second layer: a second ply. With answers
+    (``network.answers``) the mover's known answers to each reply go through a per-answer
+    MLP that reads the reply's first hidden layer, and their summary enters the reply's
+    second layer the same way: a third ply.
 
     Where the game can compact them (``Game.compact_afterstates``), the rows of each
     group of ``AFTERSTATE_GROUP`` observations come as lists (about 6 move rows a
@@ -283,6 +298,12 @@ class AfterstateScorer(nn.Module):
             self.reply_hidden = nn.Dense(self.width)
             # Zero: a network with replies starts as the one without them.
             self.reply_to_move = nn.Dense(self.width, use_bias=False, kernel_init=nn.initializers.zeros_init())
+        if self.source.answers is not None:
+            self.answer_in = nn.Dense(self.width)
+            self.answer_context = nn.Dense(self.width, use_bias=False)
+            self.answer_hidden = nn.Dense(self.width)
+            # Zero: a network with answers starts as the one without them.
+            self.answer_to_reply = nn.Dense(self.width, use_bias=False, kernel_init=nn.initializers.zeros_init())
 
     def __call__(self, observations, features):
         num = observations.shape[0]
@@ -292,18 +313,27 @@ class AfterstateScorer(nn.Module):
         # list stays on one device where a batch is split over devices in multiples of it.
         group = min(num, AFTERSTATE_GROUP)
         groups = -(-num // group)
-        capacity, reply_capacities = self.source.capacity(group)
+        capacity, reply_capacities, *answer_pairs = self.source.capacity(group)
         slots = jax.eval_shape(self.source.legal, observations[0])[1].shape[-1]
         if capacity >= group * slots:  # no saving: a single observation, say
             return self.in_slots(observations, features)
         padded = groups * group  # all-zero padding observations (Beasty Bar: not to move, so no rows)
         grouped = lambda x: jnp.pad(x, ((0, padded - num), (0, 0))).reshape(groups, group, -1)  # noqa: E731
-        # Lists with room for the replies of a usual batch first; where they overflow, lists
-        # with room for more, then the slots. Only the branch taken runs.
-        tiers = (0,) if self.source.replies is None else reply_capacities
+        # Lists with room for the replies (and answers) of a usual batch first; where they
+        # overflow, lists with room for more (the game's reply capacities in turn, or with
+        # answers its (reply, answer) pairs), then the slots. Only the branch taken runs.
+        if self.source.replies is None:
+            tiers = ((0, 0),)
+        elif self.source.answers is None:
+            tiers = tuple((r, 0) for r in reply_capacities)
+        else:
+            if not answer_pairs:
+                raise ValueError("network.answers: the game's afterstate_capacity gives no (reply, answer) "
+                                 "capacity pairs")
+            tiers = tuple(answer_pairs[0])
 
         def in_lists(tier, scorer, observations, features):
-            lists = jax.vmap(lambda o: scorer.source.compact(o, capacity, tiers[tier]))(grouped(observations))
+            lists = jax.vmap(lambda o: scorer.source.compact(o, capacity, *tiers[tier]))(grouped(observations))
 
             def score(scorer, observations, features):
                 logits, pooled = jax.vmap(scorer.score_lists)(lists, grouped(features))
@@ -322,12 +352,28 @@ class AfterstateScorer(nn.Module):
         observations' ``context_in(features)`` (broadcast against them)."""
         return nn.relu(self.afterstate_in(rows) + context)
 
-    def reply_summary(self, reply_rows, move_first, mask, segments):
-        """``[..., 2 * width + 1]`` per move: the min and max over its replies of the
-        per-reply MLP's units, and whether it has any (zero without). ``reply_rows``
-        ``[..., F]``, ``move_first`` their moves' first hidden layers; ``mask`` marks the
-        used rows; ``segments(x, fill, reduce)`` reduces per-reply values ``x`` per move."""
-        units = nn.relu(self.reply_hidden(nn.relu(self.reply_in(reply_rows) + self.reply_context(move_first))))
+    def reply_first(self, reply_rows, move_first):
+        """The per-reply MLP's first hidden layer for ``reply_rows`` ``[..., F]`` given
+        their moves' first hidden layers."""
+        return nn.relu(self.reply_in(reply_rows) + self.reply_context(move_first))
+
+    def reply_units(self, reply_first, answer_summary=None):
+        """The per-reply MLP's output units, with the answers' ``summary`` if any."""
+        if answer_summary is None:
+            return nn.relu(self.reply_hidden(reply_first))
+        return nn.relu(self.reply_hidden(reply_first) + self.answer_to_reply(answer_summary))
+
+    def answer_units(self, answer_rows, reply_first):
+        """The per-answer MLP's output units for ``answer_rows`` ``[..., F]`` given their
+        replies' first hidden layers."""
+        return nn.relu(self.answer_hidden(nn.relu(self.answer_in(answer_rows) + self.answer_context(reply_first))))
+
+    @staticmethod
+    def summary(units, mask, segments):
+        """``[..., 2 * width + 1]`` per parent row (a move or a reply): the min and max
+        over its children (replies or answers) of their ``units``, and whether it has any
+        (zero without). ``mask`` marks the used child rows; ``segments(x, fill, reduce)``
+        reduces per-child values ``x`` per parent."""
         has = segments(mask.astype(units.dtype)[..., None], 0.0, "max")  # [..., 1]
         lowest = jnp.where(has > 0, segments(jnp.where(mask[..., None], units, jnp.inf), jnp.inf, "min"), 0.0)
         highest = segments(jnp.where(mask[..., None], units, 0.0), 0.0, "max")  # relu outputs are >= 0
@@ -342,7 +388,7 @@ class AfterstateScorer(nn.Module):
     def in_slots(self, observations, features):
         """The scorer on per-observation slots (``Game.legal_afterstates``: rows
         ``[N, K, F]``, ids ``[N, K]``; ``Game.legal_replies``: ``[N, K, R, F]``,
-        ``[N, K, R]``)."""
+        ``[N, K, R]``; ``Game.legal_answers``: ``[N, K, R, Q, F]``, ``[N, K, R, Q]``)."""
         afterstates, actions = jax.vmap(self.source.legal)(observations)
         # One extra all-zero row: the logit of the actions that have none.
         rows = jnp.concatenate([afterstates, jnp.zeros_like(afterstates[..., :1, :])], axis=-2)  # [N, K + 1, F]
@@ -351,7 +397,13 @@ class AfterstateScorer(nn.Module):
         if self.source.replies is not None:
             reply_rows, replies = jax.vmap(self.source.replies)(observations)  # [N, K, R, F], [N, K, R]
             reduce = lambda x, fill, how: getattr(jnp, how)(x, axis=-2)  # noqa: E731
-            summary = self.reply_summary(reply_rows, first[..., :-1, None, :], replies < self.num_actions, reduce)
+            reply_first = self.reply_first(reply_rows, first[..., :-1, None, :])  # [N, K, R, W]
+            answer_summary = None
+            if self.source.answers is not None:
+                answer_rows, answers = jax.vmap(self.source.answers)(observations)  # [N, K, R, Q, F], [N, K, R, Q]
+                answer_summary = self.summary(self.answer_units(answer_rows, reply_first[..., None, :]),
+                                              answers < self.num_actions, reduce)
+            summary = self.summary(self.reply_units(reply_first, answer_summary), replies < self.num_actions, reduce)
             summary = jnp.concatenate([summary, jnp.zeros_like(summary[..., :1, :])], axis=-2)  # the zero row's: none
         h = self.second(first, summary)
         row_logits = self.move_logit(h)[..., 0]  # [N, K + 1]
@@ -365,20 +417,27 @@ class AfterstateScorer(nn.Module):
 
     def score_lists(self, lists, features):
         """The scorer on one group's lists (``Game.compact_afterstates``:
-        :class:`~beastybar_jax.games.base.AfterstateLists` of ``C`` moves and ``R``
-        replies); features ``[N, D]``."""
+        :class:`~beastybar_jax.games.base.AfterstateLists` of ``C`` moves, ``R``
+        replies and ``Q`` answers); features ``[N, D]``."""
         num, capacity = features.shape[0], lists.rows.shape[0]
         context = self.context_in(features)  # [N, W]
         first = self.first(lists.rows, context[jnp.minimum(lists.owners, num - 1)])  # [C, W]
         summary = None
         if self.source.replies is not None:
-            owners = lists.reply_owners
+            def per_parent(owners, parents):
+                def reduce(x, fill, how):
+                    return getattr(jnp.full((parents, x.shape[-1]), fill, x.dtype).at[owners], how)(x, mode="drop")
+                return reduce
 
-            def per_move(x, fill, how):
-                return getattr(jnp.full((capacity, x.shape[-1]), fill, x.dtype).at[owners], how)(x, mode="drop")
-
-            summary = self.reply_summary(lists.reply_rows, first[jnp.minimum(owners, capacity - 1)],
-                                         owners < capacity, per_move)
+            owners, replies = lists.reply_owners, lists.reply_rows.shape[0]
+            reply_first = self.reply_first(lists.reply_rows, first[jnp.minimum(owners, capacity - 1)])  # [R, W]
+            answer_summary = None
+            if self.source.answers is not None:
+                answered = lists.answer_owners
+                units = self.answer_units(lists.answer_rows, reply_first[jnp.minimum(answered, replies - 1)])
+                answer_summary = self.summary(units, answered < replies, per_parent(answered, replies))
+            summary = self.summary(self.reply_units(reply_first, answer_summary), owners < capacity,
+                                   per_parent(owners, capacity))
         h = self.second(first, summary)  # [C, W]
         row_logits = self.move_logit(h)[..., 0]  # [C]
         zero = self.first(jnp.zeros((num, lists.rows.shape[-1]), lists.rows.dtype), context)
@@ -462,8 +521,12 @@ def make_network(config: NetworkConfig, game: Game | int,
             if config.replies and game.legal_replies is None:
                 raise ValueError(f"network.replies needs a game with reply features; {game.name} has none: "
                                  f"set network.replies: false")
+            if config.answers and game.legal_answers is None:
+                raise ValueError(f"network.answers needs a game with answer features; {game.name} has none: "
+                                 f"set network.answers: false")
             afterstates = AfterstateSource(game.legal_afterstates, game.compact_afterstates, game.afterstate_capacity,
-                                           game.legal_replies if config.replies else None)
+                                           game.legal_replies if config.replies else None,
+                                           game.legal_answers if config.answers else None)
     else:
         num_actions = int(game)
         if config.afterstates:

@@ -153,6 +153,10 @@ def test_a_network_with_afterstates_scores_moves_by_them():
         make_network(NetworkConfig(afterstates=True), beastybar._replace(afterstate_capacity=None))
     with pytest.raises(ValueError, match="reply features"):
         make_network(NetworkConfig(afterstates=True, replies=True), beastybar._replace(legal_replies=None))
+    with pytest.raises(ValueError, match="needs network.replies"):
+        NetworkConfig(afterstates=True, answers=True)
+    with pytest.raises(ValueError, match="answer features"):
+        make_network(NetworkConfig(afterstates=True, replies=True, answers=True), beastybar._replace(legal_answers=None))
 
 
 @pytest.mark.slow
@@ -202,7 +206,7 @@ def test_a_batch_of_afterstates_as_one_list(played):
     slot_rows, slot_actions = map(np.asarray, jax.jit(jax.vmap(AF.legal_afterstates))(observations))
     owner, slot = np.nonzero(slot_actions < game.NUM_ACTIONS)  # row-major: by observation, then action
     total = len(owner)
-    capacity, (reply_capacity, _) = AF.afterstate_capacity(200)
+    capacity, (reply_capacity, _), _ = AF.afterstate_capacity(200)
     assert 0 < total < capacity < AF.MAX_LEGAL_ACTIONS * 200
     reply_slot_rows, reply_slot_actions = map(np.asarray, jax.jit(jax.vmap(AF.legal_replies))(observations))
     replied = reply_slot_actions[owner, slot]  # [total, 15] the replies to each listed move
@@ -288,6 +292,85 @@ def test_replies_use_only_what_the_mover_knows(played):
     assert replied.sum() > 100 and (known[..., 0] & ~replied).any()  # some moves end the game
 
 
+def test_answers_of_a_hand_built_position():
+    """The position of the test above, both decks empty: player 0 knows their own next
+    hand too, so they have answers to the opponent's replies. After the seal and the
+    lion (lion, seal, zebra) player 0 holds the skunk alone; it sends out the two
+    strongest species, the lion and the zebra, and with 3 cards left the game ends,
+    drawn 0-0. The parrot's replies end the game: no answers to them. With a card in
+    player 0's own deck their next hand is not known: replies, but no answers."""
+    state = position(queue=[(1, "zebra")], hands=(("seal", "skunk"), ("lion", "parrot")), mover=0, turn=20)
+    observation = game.observe(state, 0)
+    rows, actions = map(np.asarray, jax.jit(AF.legal_answers)(observation))
+    assert rows.shape == (AF.MAX_LEGAL_ACTIONS,) * 3 + (AF.AFTERSTATE_SIZE,)
+    moves = list(np.asarray(jax.jit(AF.legal_afterstates)(observation)[1]))
+    replies = list(np.asarray(jax.jit(AF.legal_replies)(observation)[1])[moves.index(act("seal"))])
+    seal, lion = moves.index(act("seal")), replies.index(act("lion"))
+    unused = [game.NUM_ACTIONS] * (AF.MAX_LEGAL_ACTIONS - 1)
+    np.testing.assert_array_equal(actions[seal, lion], [act("skunk")] + unused)
+    np.testing.assert_array_equal(rows[seal, lion, 0], row(queue=[(True, "seal"), (True, "skunk")],
+                                                           out_theirs=("lion", "zebra"), ends=1.0))
+    others = np.ones(actions.shape[:2], bool)
+    others[seal, lion] = False
+    assert not rows[seal, lion, 1:].any() and (actions[others] == game.NUM_ACTIONS).all() and not rows[others].any()
+    own_deck = position(queue=[(1, "zebra")], hands=(("seal", "skunk"), ("lion", "parrot")), decks=(("hippo",), ()),
+                        mover=0, turn=20)
+    observation = game.observe(own_deck, 0)
+    assert (np.asarray(jax.jit(AF.legal_replies)(observation)[1]) < game.NUM_ACTIONS).any()
+    assert (np.asarray(jax.jit(AF.legal_answers)(observation)[1]) == game.NUM_ACTIONS).all()
+
+
+@pytest.mark.slow
+def test_answers_use_only_what_the_mover_knows(played):
+    """From the mover's observation, the answers equal those computed on the true state
+    (the real hands and decks): for each legal move and each legal reply to it, every
+    legal answer of the mover, where both decks are empty; and none elsewhere. The
+    batch's lists (``compact_afterstates``) hold the same rows, reply after reply."""
+    # Turns 15, 17, 19 and 20 of 32 games: the decks run out at 15-16 (turn 15: replies, no
+    # answers), and from turn 20 on some replies end the game.
+    games = played.turn.shape[0] // 24
+    index = (np.array([15, 17, 19, 20])[:, None] * games + np.arange(32)).reshape(-1)
+    late = jax.tree.map(lambda x: x[index], played)
+    observations = jax.vmap(game.observe)(late, late.current_player)
+    rows, actions = map(np.asarray, jax.jit(jax.vmap(AF.legal_answers))(observations))
+
+    def true_answers(state):
+        moves = AF.legal_actions(game.legal_action_mask(state))
+        after = jax.vmap(game.step, in_axes=(None, 0))(state, jnp.where(moves < game.NUM_ACTIONS, moves, 0))
+        replies = jax.vmap(lambda s: AF.legal_actions(game.legal_action_mask(s)))(after)  # [K, R]
+        replied = jax.vmap(jax.vmap(game.step, in_axes=(None, 0)))(after, jnp.where(replies < game.NUM_ACTIONS,
+                                                                                      replies, 0))
+        return jax.vmap(jax.vmap(AF.legal_rows, in_axes=(0, None)), in_axes=(0, None))(replied, state.current_player)
+
+    truth_rows, truth_actions = jax.jit(jax.vmap(true_answers))(late)
+    _, reply_actions = jax.jit(jax.vmap(AF.legal_replies))(observations)
+    decks = np.asarray(late.deck_sizes)
+    known = ((decks == 0).all(axis=1)[:, None, None] & (np.asarray(reply_actions) < game.NUM_ACTIONS))[..., None]
+    truth_actions = np.where(known, np.asarray(truth_actions), game.NUM_ACTIONS)
+    np.testing.assert_array_equal(actions, truth_actions)
+    np.testing.assert_array_equal(rows, np.where(known[..., None], np.asarray(truth_rows), 0.0))
+    answered = (truth_actions < game.NUM_ACTIONS).any(-1)
+    assert answered.sum() > 100 and (known[..., 0] & ~answered).any()  # some replies end the game
+    # The lists of turns 17 and 19: the answers in the order of their replies.
+    pick = slice(32, 3 * 32)
+    num = pick.stop - pick.start
+    slot_actions = actions[pick]
+    reply_capacity = 15 * 15 * num
+    lists = jax.tree.map(np.asarray, jax.jit(AF.compact_afterstates, static_argnums=(1, 2, 3))(
+        observations[pick], 15 * num, reply_capacity, 60 * num))
+    assert lists.complete
+    where = np.nonzero(slot_actions < game.NUM_ACTIONS)  # row-major: observation, move, reply, answer
+    listed = len(where[0])
+    assert 0 < listed < 60 * num
+    np.testing.assert_array_equal(lists.answer_actions[:listed], slot_actions[where])
+    np.testing.assert_array_equal(lists.answer_rows[:listed], rows[pick][where])
+    # Each answer's owner is its reply's row: the reply's observation, move and reply slot.
+    reply_rows = np.stack(np.nonzero(np.asarray(reply_actions)[pick] < game.NUM_ACTIONS), axis=1)
+    owner_slots = reply_rows[lists.answer_owners[:listed]]
+    np.testing.assert_array_equal(owner_slots, np.stack(where[:3], axis=1))
+    assert (lists.answer_owners[listed:] == reply_capacity).all() and not lists.answer_rows[listed:].any()
+
+
 @pytest.mark.slow
 def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(played):
     """With ``network.replies`` each move's second layer also reads the min and max over
@@ -342,3 +425,69 @@ def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(played):
         np.testing.assert_allclose(np.asarray(out.policy_logits), expected, rtol=0, atol=1e-5)
         np.testing.assert_allclose(np.asarray(out.value), value, rtol=0, atol=1e-5)
     assert replies_seen[0] == 0 and 2 < replies_seen[1] < 16 < replies_seen[2]
+
+
+@pytest.mark.slow
+def test_move_logits_with_answers_are_the_three_ply_scorer_by_hand(played):
+    """With ``network.answers`` each reply's second layer also reads the min and max over
+    the mover's answers of the per-answer MLP's units (and a flag): written out here
+    with the parameters by hand from the slots of ``legal_afterstates``,
+    ``legal_replies`` and ``legal_answers``. The network's lists must give the same
+    logits and value whichever of them has room: none of the replies and answers
+    (turn 5), a few (turn 20), or the slots (turn 16, about 90 answers an observation);
+    32 observations each."""
+    beastybar = get_game("beastybar")
+    config = NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8, replies=True, answers=True)
+    network = make_network(config, beastybar._replace(
+        afterstate_capacity=lambda n: (6 * n, (4 * n,), ((1, 1), (16 * n, 40 * n)))))
+    params = jax.tree.map(np.asarray, init_params(network, jax.random.key(6), beastybar.observation_size))
+    p = params["params"]["afterstates"]
+    rng = np.random.default_rng(7)  # both start at zero (a network with more plies starts as one with fewer)
+    for name in ("reply_to_move", "answer_to_reply"):
+        p[name]["kernel"] = rng.normal(size=p[name]["kernel"].shape)
+    games = played.turn.shape[0] // 24
+    observations = jax.vmap(game.observe)(played, played.current_player).reshape(24, games, -1)
+
+    @jax.jit
+    def apply(observation):
+        return network.apply(params, observation, capture_intermediates=lambda m, _: m.name == "MLPTorso_0")
+
+    dense = lambda x, name: x @ p[name]["kernel"] + p[name].get("bias", 0.0)  # noqa: E731
+    relu = lambda x: np.maximum(x, 0.0)  # noqa: E731
+
+    def summary(units, valid):  # min, max over the children's axis (-2), and any
+        has = valid.any(axis=-2)
+        return np.concatenate([np.where(has, np.where(valid, units, np.inf).min(axis=-2), 0.0),
+                               np.where(valid, units, 0.0).max(axis=-2), has.astype(np.float32)], axis=-1)
+
+    answers_seen = []
+    for turn in (5, 20, 16):
+        observation = observations[turn, :32]
+        out, inter = apply(observation)
+        features = np.asarray(inter["intermediates"]["MLPTorso_0"]["__call__"][0])
+        rows, moves = map(np.asarray, jax.jit(jax.vmap(AF.legal_afterstates))(observation))  # [N, K, F]
+        reply_rows, replies = map(np.asarray, jax.jit(jax.vmap(AF.legal_replies))(observation))  # [N, K, R, F]
+        answer_rows, answers = map(np.asarray, jax.jit(jax.vmap(AF.legal_answers))(observation))  # [N, K, R, Q, F]
+        answers_seen.append((answers < game.NUM_ACTIONS).sum() / len(observation))
+        first = relu(dense(rows, "afterstate_in") + (features @ p["context_in"]["kernel"])[:, None])
+        reply_first = relu(dense(reply_rows, "reply_in") + (first @ p["reply_context"]["kernel"])[:, :, None])
+        answer_units = relu(dense(relu(dense(answer_rows, "answer_in")
+                                       + (reply_first @ p["answer_context"]["kernel"])[..., None, :]), "answer_hidden"))
+        to_reply = summary(answer_units, (answers < game.NUM_ACTIONS)[..., None]) @ p["answer_to_reply"]["kernel"]
+        reply_units = relu(dense(reply_first, "reply_hidden") + to_reply)  # [N, K, R, 8]
+        to_move = summary(reply_units, (replies < game.NUM_ACTIONS)[..., None]) @ p["reply_to_move"]["kernel"]
+        second = relu(dense(first, "move_hidden") + to_move)  # [N, K, 8]
+        zero = relu(dense(relu(dense(np.zeros(AF.AFTERSTATE_SIZE), "afterstate_in")
+                               + features @ p["context_in"]["kernel"]), "move_hidden"))  # [N, 8]
+        expected = np.repeat(dense(zero, "move_logit"), game.NUM_ACTIONS, axis=1)  # illegal: the all-zero row's
+        used = moves < game.NUM_ACTIONS
+        n, k = np.nonzero(used)
+        expected[n, moves[n, k]] = dense(second, "move_logit")[n, k, 0]
+        head = params["params"]["policy_head"]
+        expected = expected + features @ head["kernel"] + head["bias"]
+        pooled = np.where(used[..., None], second, 0.0).max(axis=1)
+        value_head = params["params"]["value_head"]
+        value = np.tanh(np.concatenate([features, pooled], -1) @ value_head["kernel"] + value_head["bias"])[:, 0]
+        np.testing.assert_allclose(np.asarray(out.policy_logits), expected, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(out.value), value, rtol=0, atol=1e-5)
+    assert answers_seen[0] == 0 and 0 < answers_seen[1] < 40 < answers_seen[2]

@@ -15,7 +15,9 @@ from helpers import tiny_training, experiment
 from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.training.trainer import make_trainer
 from beastybar_jax.alphazero.loss import loss_fn
-from beastybar_jax.checkpoint import CheckpointError, Checkpointer, load_agent
+from beastybar_jax.checkpoint import CheckpointError, Checkpointer, load_agent, warm_start_params
+from beastybar_jax.games import get_game
+from beastybar_jax.network import NetworkConfig, init_params, make_network
 from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.training.metrics import read_jsonl
 
@@ -114,6 +116,37 @@ def test_interrupt_then_resume_equals_one_uninterrupted_run(full_run, tmp_path):
     for m in resumed:
         reference = full_run["metrics"][m["iteration"] - 1]
         assert {k: m[k] for k in COMPARED} == {k: reference[k] for k in COMPARED}
+
+
+def test_a_warm_start_takes_the_parameters_the_source_shares(full_run, tmp_path):
+    """``warm_start`` starts a new run from another's parameters (with a fresh optimizer
+    state): all of them where the networks match; where they differ, those with the same
+    path and shape, the rest fresh (a deeper torso's new block). Clear errors for a source
+    that cannot be read or whose network is of another size."""
+    config = tiny_training.tiny_config(tmp_path / "warm", f"warm_start={full_run['run_dir']}")
+    loop = TrainLoop(config, trainer=tiny_training.trainer(), console=False)
+    jax.tree.map(np.testing.assert_array_equal, jax.device_get(loop.state.params), full_run["state"].params)
+    assert not any(np.asarray(x).any() for x in jax.tree.leaves(jax.device_get(loop.state.opt_state)))  # fresh
+    loop.close()
+    game = get_game("beastybar")
+
+    def fresh(**network):
+        return jax.device_get(init_params(make_network(NetworkConfig(**network), game), jax.random.key(1),
+                                          game.observation_size))
+
+    deeper = fresh(width=32, depth=2)
+    params, taken, kept = warm_start_params(deeper, str(full_run["run_dir"]))
+    assert kept and all("_1" in k for k in kept) and taken == len(jax.tree.leaves(deeper)) - len(kept)
+    source = full_run["state"].params["params"]
+    np.testing.assert_array_equal(params["params"]["policy_head"]["kernel"], source["policy_head"]["kernel"])
+    for name in kept:  # the new block as initialized
+        new = [v for k, v in jax.tree_util.tree_flatten_with_path(params)[0] if jax.tree_util.keystr(k) == name]
+        old = [v for k, v in jax.tree_util.tree_flatten_with_path(deeper)[0] if jax.tree_util.keystr(k) == name]
+        np.testing.assert_array_equal(new[0], old[0])
+    with pytest.raises(CheckpointError, match="other shapes"):
+        warm_start_params(fresh(width=16, depth=1), str(full_run["run_dir"]))
+    with pytest.raises(CheckpointError, match="warm_start"):
+        warm_start_params(deeper, str(tmp_path / "missing"))
 
 
 def test_load_agent_restores_a_usable_network(full_run):

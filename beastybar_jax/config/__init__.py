@@ -94,6 +94,10 @@ class TrainConfig:
     seed: int = 0
     num_iterations: int = 200
     num_games: int = 1024  # games played side by side
+    # A new run's starting parameters: a run directory, a checkpoint or an exported network
+    # (a name in the game's ``networks``, e.g. "champion"): each parameter found there by the
+    # same path and shape; the rest (a part the source lacks) freshly initialized. "": none.
+    warm_start: str = ""
     # optimizer
     learning_rate: float = 1e-3
     warmup_steps: int = 200
@@ -283,6 +287,8 @@ def validate(config: TrainConfig, num_devices: int | None = None, game=None) -> 
           f"needs a game with afterstate features (Game.legal_afterstates); {game.name} has none: set it to false")
     check(not c.network.replies or game.legal_replies is not None, "network.replies",
           f"needs a game with reply features (Game.legal_replies); {game.name} has none: set it to false")
+    check(not c.network.answers or game.legal_answers is not None, "network.answers",
+          f"needs a game with answer features (Game.legal_answers); {game.name} has none: set it to false")
 
     section = c.section
     section.validate(num_games=c.num_games, max_game_length=game.max_game_length, prefix=c.algorithm + ".")

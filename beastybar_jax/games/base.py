@@ -31,7 +31,7 @@ class TokenLayout(NamedTuple):
 class AfterstateLists:
     """A batch's afterstate rows as lists without the unused slots
     (``Game.compact_afterstates``): ``C`` move rows, ``R`` reply rows (``R`` = 0 without
-    replies).
+    replies), ``Q`` answer rows (``Q`` = 0 without answers).
 
     Attributes:
       rows: ``float32[C, F]`` the result of each listed move.
@@ -40,8 +40,13 @@ class AfterstateLists:
       reply_rows: ``float32[R, F]`` the result of each listed reply of the opponent.
       reply_owners: ``int32[R]`` the move row replied to (``C``: unused row).
       reply_actions: ``int32[R]`` the reply's action (``A``: unused).
+      answer_rows: ``float32[Q, F]`` the result of each listed answer of the observer to
+        a reply (``Q`` = 0 without answers).
+      answer_owners: ``int32[Q]`` the reply row answered (``R``: unused row).
+      answer_actions: ``int32[Q]`` the answer's action (``A``: unused).
       complete: ``bool[]`` every legal move and reply got its row; where false, the
-        caller must use the per-observation slots (``legal_afterstates``, ``legal_replies``).
+        caller must use the per-observation slots (``legal_afterstates``, ``legal_replies``,
+        ``legal_answers``).
     """
 
     rows: chex.Array
@@ -50,6 +55,9 @@ class AfterstateLists:
     reply_rows: chex.Array
     reply_owners: chex.Array
     reply_actions: chex.Array
+    answer_rows: chex.Array
+    answer_owners: chex.Array
+    answer_actions: chex.Array
     complete: chex.Array
 
 
@@ -128,14 +136,21 @@ class Game(NamedTuple):
     # as the observer knows them (none where the observer cannot know the opponent's hand),
     # each row the reply's own result, with the reply's id; unused rows zero with id A.
     legal_replies: Optional[Callable[[jax.Array], tuple]] = None
+    # Optional, with legal_replies: a third ply (``network.answers``).
+    # legal_answers(observation float32[O]) -> (float32[K, R, Q, afterstate_size], int32[K, R, Q]):
+    # for each reply slot of legal_replies, the observer's legal answers to it as far as the
+    # observer knows them (none where their own next hand is not known); unused rows zero with id A.
+    legal_answers: Optional[Callable[[jax.Array], tuple]] = None
     # Optional, with legal_afterstates: the same rows for a batch as lists, without the
     # unused ones (cheaper where most positions have far fewer than K legal moves).
-    # compact_afterstates(observations float32[N, O], capacity C, reply_capacity R) ->
-    # AfterstateLists: the legal moves of all N observations in order, the first C of them,
-    # and (R > 0, with legal_replies) the replies to those moves, the first R of them.
-    # afterstate_capacity(N) -> (C, (R, ...)): the capacities the network asks for, the reply
-    # capacities in turn where the lists overflow (then the slots).
-    compact_afterstates: Optional[Callable[[jax.Array, int, int], AfterstateLists]] = None
+    # compact_afterstates(observations float32[N, O], capacity C, reply_capacity R,
+    # answer_capacity Q) -> AfterstateLists: the legal moves of all N observations in order,
+    # the first C of them, (R > 0, with legal_replies) the replies to those moves, the first R
+    # of them, and (Q > 0, with legal_answers) the answers to those replies, the first Q.
+    # afterstate_capacity(N) -> (C, (R, ...)) or (C, (R, ...), ((R, Q), ...)): the capacities
+    # the network asks for: the reply capacities in turn where the lists overflow (then the
+    # slots), and for network.answers the (reply, answer) capacity pairs in turn.
+    compact_afterstates: Optional[Callable[..., AfterstateLists]] = None
     afterstate_capacity: Optional[Callable[[int], tuple]] = None
     # The game's own agents, for the agents registry (beastybar_jax.agents.make_agent):
     # ((registry name, factory() -> act(state, key) -> int32[] action), ...). Agents that

@@ -36,7 +36,7 @@ import numpy as np
 from beastybar_jax.config import TrainConfig
 from beastybar_jax.games import Game, get_game
 from beastybar_jax.training import distributed
-from beastybar_jax.checkpoint import CheckpointError, Checkpointer
+from beastybar_jax.checkpoint import CheckpointError, Checkpointer, warm_start_params
 from beastybar_jax.training.compilation import compile_in_thread, enable_compilation_cache
 from beastybar_jax.training.guards import check_finite_losses, check_finite_state
 from beastybar_jax.training.interrupt import Interrupted, StopRequest, acknowledge_stop, signal_name, when_forced
@@ -47,6 +47,19 @@ from beastybar_jax.training.trainer import Trainer, abstract_state, iteration_ke
 IterationHook = Callable[["TrainLoop", int, dict], Optional[dict]]
 """``hook(loop, iteration, metrics) -> extra metrics or None``, called after each iteration."""
 
+
+def warm_started(trainer: Trainer, state, source: str):
+    """``(state, note)``: a fresh train state whose parameters start from ``source``
+    (``TrainConfig.warm_start``: :func:`~beastybar_jax.checkpoint.warm_start_params`),
+    with a fresh optimizer state for them; ``note`` says what was taken."""
+    fresh = jax.device_get(state.params)
+    params, taken, kept = warm_start_params(fresh, source, trainer.game)
+    params = jax.device_put(params, trainer.shardings.params)
+    opt_state = jax.jit(trainer.optimizer.init, out_shardings=trainer.shardings.opt_state)(params)
+    total = taken + len(kept)
+    fresh_note = f"; freshly initialized: {', '.join(kept)}" if kept else ""
+    return state.replace(params=params, opt_state=opt_state), (
+        f"warm start from {source}: {taken} of {total} parameter arrays{fresh_note}")
 
 class TrainLoop:
     """A run: restore or initialise, iterate, log, checkpoint, call hooks.
@@ -130,6 +143,9 @@ class TrainLoop:
                     f"{self.run_dir} already holds checkpoints (latest: iteration {steps[-1]}); pass --resume to "
                     f"continue that run, or choose another run_dir / name (e.g. --set name=new_run)")
             self.state = self.trainer.init(jax.random.key(config.seed))
+            if config.warm_start:
+                self.state, note = warm_started(self.trainer, self.state, config.warm_start)
+                notes.append(note)
             self.resumed_from = None
         self.start_iteration = int(np.asarray(self.state.iteration.addressable_data(0)))
         if self.start_iteration > config.num_iterations:

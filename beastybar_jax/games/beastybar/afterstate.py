@@ -134,6 +134,27 @@ def legal_replies(observation: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.where(valid[..., None], rows, 0.0), jnp.where(valid, replies, A.NUM_ACTIONS)
 
 
+def legal_answers(observation: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The known result of each legal *answer* of the observer to each reply of
+    :func:`legal_replies`: a third ply, where both decks are empty (the observer knows
+    the opponent's hand, and their own next hand is the one they hold, less the move).
+
+    Returns:
+      ``(rows float32[15, 15, 15, 109], actions int32[15, 15, 15])``: for each move slot
+      ``k`` and reply slot ``r`` of :func:`legal_replies`, the observer's legal answers
+      in ascending order, each row the answer's own result from the observer's side (as
+      the replies' rows); ``NUM_ACTIONS`` and zero rows for unused ones. No answers where
+      the reply slot is unused or the reply ends the game, or either deck holds a card.
+    """
+    counts = split_observation(observation)["counts"]
+    known = (counts[8] > 0) & (counts[3] == 0) & (counts[1] == 0)  # to move, both decks empty
+    _, used, after = _successors(known_state(observation))  # [15]
+    _, replied, answered = jax.vmap(_successors)(after)  # [15, 15] states after each reply
+    rows, answers = jax.vmap(jax.vmap(legal_rows, in_axes=(0, None)), in_axes=(0, None))(answered, 0)
+    valid = known & (used[:, None] & replied)[..., None] & (answers < A.NUM_ACTIONS)
+    return jnp.where(valid[..., None], rows, 0.0), jnp.where(valid, answers, A.NUM_ACTIONS)
+
+
 def afterstate_features(observation: jax.Array) -> jax.Array:
     """``float32[31, 109]`` the known result of each action of the observer, from an
     observation of a position where the observer is to move (module docstring): the
@@ -180,27 +201,33 @@ def _successors(state: State) -> tuple[jax.Array, jax.Array, State]:
     return actions, used, jax.vmap(core.step, in_axes=(None, 0))(state, jnp.where(used, actions, 0))
 
 
-def compact_afterstates(observations: jax.Array, capacity: int, reply_capacity: int = 0) -> AfterstateLists:
+def compact_afterstates(observations: jax.Array, capacity: int, reply_capacity: int = 0,
+                        answer_capacity: int = 0) -> AfterstateLists:
     """The rows of :func:`legal_afterstates` for a batch, without the unused ones: the
     legal moves of all ``N`` observations one after another, the first ``capacity``
     of them (a position has 4.5 legal moves on average in random play, so a few more
     than that per observation rarely overflow and cost far less than 15 each); and with
     ``reply_capacity``, the rows of :func:`legal_replies` the same way, the replies to
-    all listed moves one after another.
+    all listed moves one after another; and with ``answer_capacity``, the rows of
+    :func:`legal_answers`, the answers to all listed replies one after another.
 
     Args:
       observations: ``float32[N, 149]``.
       capacity: ``C``, the number of move rows (static).
       reply_capacity: ``R``, the number of reply rows (static; 0: no replies).
+      answer_capacity: ``Q``, the number of answer rows (static; 0: no answers; needs
+        ``R`` > 0).
 
     Returns:
       :class:`~beastybar_jax.games.base.AfterstateLists`: move row ``k`` is the result
       of action ``actions[k]`` for observation ``owners[k]``, ordered by observation, then
       action; reply row ``j`` that of the opponent's reply ``reply_actions[j]`` to move
-      row ``reply_owners[j]``. Unused rows are zero with owner ``N`` (``C`` for replies)
-      and action ``NUM_ACTIONS``. Where ``complete`` is false some legal move or reply
-      got no row, and the caller must use :func:`legal_afterstates` and
-      :func:`legal_replies` instead.
+      row ``reply_owners[j]``; answer row ``i`` that of the observer's answer
+      ``answer_actions[i]`` to reply row ``answer_owners[i]``. Unused rows are zero with
+      owner ``N`` (``C`` for replies, ``R`` for answers) and action ``NUM_ACTIONS``. Where
+      ``complete`` is false some legal move, reply or answer got no row, and the caller
+      must use :func:`legal_afterstates`, :func:`legal_replies` and :func:`legal_answers`
+      instead.
     """
     num = observations.shape[0]
     counts = split_observation(observations)["counts"]
@@ -214,10 +241,11 @@ def compact_afterstates(observations: jax.Array, capacity: int, reply_capacity: 
     rows = _rows(before.bar, before.thats_it, after, True)  # known_state's mover is player 0
     complete = jnp.sum(legal) <= capacity
     rows = jnp.where(used[:, None], rows, 0.0)
+    none, no_rows = jnp.zeros((0,), jnp.int32), jnp.zeros((0, rows.shape[-1]))
     if reply_capacity == 0:
-        none = jnp.zeros((0,), jnp.int32)
-        return AfterstateLists(rows=rows, owners=owners, actions=actions, reply_rows=jnp.zeros((0, rows.shape[-1])),
-                               reply_owners=none, reply_actions=none, complete=complete)
+        return AfterstateLists(rows=rows, owners=owners, actions=actions, reply_rows=no_rows, reply_owners=none,
+                               reply_actions=none, answer_rows=no_rows, answer_owners=none, answer_actions=none,
+                               complete=complete)
     # The opponent's replies where their hand is known (their deck empty); none to a
     # move that ends the game (no legal reply).
     hand_known = (counts[:, 3] == 0)[jnp.minimum(owners, num - 1)] & used
@@ -226,10 +254,23 @@ def compact_afterstates(observations: jax.Array, capacity: int, reply_capacity: 
     replied = reply_owners < capacity
     moved = jax.tree.map(lambda x: x[jnp.minimum(reply_owners, capacity - 1)], after)  # [R] the moves' results
     replies = jax.vmap(core.step)(moved, jnp.where(replied, reply_actions, 0))
-    reply_rows = _rows(moved.bar, moved.thats_it, replies, True)
-    return AfterstateLists(rows=rows, owners=owners, actions=actions,
-                           reply_rows=jnp.where(replied[:, None], reply_rows, 0.0), reply_owners=reply_owners,
-                           reply_actions=reply_actions, complete=complete & (jnp.sum(reply_legal) <= reply_capacity))
+    reply_rows = jnp.where(replied[:, None], _rows(moved.bar, moved.thats_it, replies, True), 0.0)
+    complete = complete & (jnp.sum(reply_legal) <= reply_capacity)
+    answer_rows, answer_owners, answer_actions = no_rows, none, none
+    if answer_capacity:
+        # The observer's answers where their own deck is empty too (their next hand is known).
+        own_known = (counts[:, 1] == 0)[jnp.minimum(owners, num - 1)]  # [C]
+        answerable = own_known[jnp.minimum(reply_owners, capacity - 1)] & replied  # [R]
+        answer_legal = jax.vmap(core.legal_action_mask)(replies) & answerable[:, None]  # [R, 31]
+        answer_owners, answer_actions = _compact(answer_legal, answer_capacity)
+        answered = answer_owners < reply_capacity
+        base = jax.tree.map(lambda x: x[jnp.minimum(answer_owners, reply_capacity - 1)], replies)  # [Q]
+        answers = jax.vmap(core.step)(base, jnp.where(answered, answer_actions, 0))
+        answer_rows = jnp.where(answered[:, None], _rows(base.bar, base.thats_it, answers, True), 0.0)
+        complete = complete & (jnp.sum(answer_legal) <= answer_capacity)
+    return AfterstateLists(rows=rows, owners=owners, actions=actions, reply_rows=reply_rows,
+                           reply_owners=reply_owners, reply_actions=reply_actions, answer_rows=answer_rows,
+                           answer_owners=answer_owners, answer_actions=answer_actions, complete=complete)
 
 
 def _compact(mask: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
@@ -253,9 +294,11 @@ def _compact(mask: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
     return jnp.where(used, owners, rows), jnp.where(used, jnp.argmax(at, axis=1), A.NUM_ACTIONS).astype(jnp.int32)
 
 
-def afterstate_capacity(num_observations: int) -> tuple[int, tuple[int, ...]]:
-    """``(C, (R1, R2))``: the move rows and the reply rows :func:`compact_afterstates`
-    gets for ``N`` observations, the network trying the reply capacities in turn.
+def afterstate_capacity(num_observations: int) -> tuple[int, tuple[int, ...], tuple[tuple[int, int], ...]]:
+    """``(C, (R1, R2), ((R, Q), ...))``: the move rows :func:`compact_afterstates` gets for
+    ``N`` observations; the reply rows a network with replies tries in turn until one has
+    room (then the slots); and the reply and answer rows, in pairs, that a network with
+    answers tries in turn.
 
     Moves: 6 a position and 64 more, never more than ``MAX_LEGAL_ACTIONS`` each (where
     nothing would be saved). A position to move has 4.5 legal moves on average in random
@@ -263,15 +306,29 @@ def afterstate_capacity(num_observations: int) -> tuple[int, tuple[int, ...]]:
     games, the one with the most had 417 legal moves, where 64 positions get 448 rows.
 
     Replies: 7 a position and 64 more, then 24 and 64 more. Only positions where the
-    opponent's deck is empty have replies, those of a game's last 9 turns. Games in
-    self-play end at different turns and restart, so after the first few iterations a
-    batch mixes turns: in ``configs/champion.yaml`` with replies, self-play's batches of 64
-    had 5.3 replies a position on average, 9 or fewer in 99% of them and at most 12.8,
-    training batches of 128 at most 10.1; the first iterations, whose games still move
-    in step, up to 30 (random play: 23-24 a position at turns 15 and 16). The replies'
-    engine steps are most of their cost, so the first list is kept small."""
-    moves = min(MAX_LEGAL_ACTIONS * num_observations, 6 * num_observations + 64)
-    return moves, (7 * num_observations + 64, 24 * num_observations + 64)
+    opponent's deck is empty have replies, those of a game's last 9 turns. Self-play's
+    games move in step (every game lasts 24 turns), so a search's batch is at one turn,
+    where training's batches mix turns: in ``configs/champion.yaml`` self-play's batches of
+    64 had 5.3 replies a position on average over a game, 9 or fewer in 99% of them;
+    training batches of 128 at most 10.1; random play 23-24 a position at turns 15 and 16.
+    The replies' engine steps are most of their cost, so the first list is kept small.
+
+    Answers, with replies, smallest first (random play):
+
+    - 1 and 1: no replies at all, the first 15 turns (the opponent's deck holds cards).
+    - 7 replies a position and 64 more, 1 answer; then the same with 12 answers a position
+      and 64 more: the last turns (2.9 and 0.5 answers a position at turns 20 and 21) and
+      training's batches (about 9 answers a position over a game).
+    - 32 replies a position and 64 more, 1 answer: turn 15, the most replies and no
+      answers (the mover's deck still holds a card).
+    - 24 replies and 96 answers a position, 64 more of each: turns 16-19 (91, 66, 29 and
+      17 answers a position; the most, 278).
+    """
+    n = num_observations
+    moves = min(MAX_LEGAL_ACTIONS * n, 6 * n + 64)
+    replies = (7 * n + 64, 24 * n + 64)
+    answers = ((1, 1), (7 * n + 64, 1), (7 * n + 64, 12 * n + 64), (32 * n + 64, 1), (24 * n + 64, 96 * n + 64))
+    return moves, replies, answers
 
 
 def _rows(bar_before: jax.Array, thats_it_before: jax.Array, after: State, is_first) -> jax.Array:

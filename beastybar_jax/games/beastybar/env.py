@@ -54,6 +54,7 @@ BEASTYBAR = Game(
     compact_afterstates=afterstate.compact_afterstates,
     afterstate_capacity=afterstate.afterstate_capacity,
     legal_replies=afterstate.legal_replies,
+    legal_answers=afterstate.legal_answers,
     agents=heuristics.AGENTS,
     agent_wrappers=(("solver", solver_act),),
     default_opponent="heuristic",
