@@ -19,6 +19,8 @@ from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.network import NetworkConfig, init_params, make_network
 
 from_observation = jax.jit(lambda s: AF.afterstate_features(game.observe(s, s.current_player)))
+# The answer slots of a batch (32 observations in every test that calls it: one compilation).
+answers_of = jax.jit(jax.vmap(AF.legal_answers))
 from_state = jax.jit(lambda s: AF.from_state(s, s.current_player))
 
 
@@ -332,7 +334,8 @@ def test_answers_use_only_what_the_mover_knows(played):
     index = (np.array([15, 17, 19, 20])[:, None] * games + np.arange(32)).reshape(-1)
     late = jax.tree.map(lambda x: x[index], played)
     observations = jax.vmap(game.observe)(late, late.current_player)
-    rows, actions = map(np.asarray, jax.jit(jax.vmap(AF.legal_answers))(observations))
+    rows, actions = (np.concatenate(x) for x in zip(*(map(np.asarray, answers_of(observations[i:i + 32]))
+                                                      for i in range(0, len(index), 32))))
 
     def true_answers(state):
         moves = AF.legal_actions(game.legal_action_mask(state))
@@ -433,13 +436,12 @@ def test_move_logits_with_answers_are_the_three_ply_scorer_by_hand(played):
     the mover's answers of the per-answer MLP's units (and a flag): written out here
     with the parameters by hand from the slots of ``legal_afterstates``,
     ``legal_replies`` and ``legal_answers``. The network's lists must give the same
-    logits and value whichever of them has room: none of the replies and answers
-    (turn 5), a few (turn 20), or the slots (turn 16, about 90 answers an observation);
-    32 observations each."""
+    logits and value whichever of them has room: the lists (turn 5, none; turn 20, a few)
+    or the slots (turn 16, about 90 answers an observation); 32 observations each."""
     beastybar = get_game("beastybar")
     config = NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8, replies=True, answers=True)
     network = make_network(config, beastybar._replace(
-        afterstate_capacity=lambda n: (6 * n, (4 * n,), ((1, 1), (16 * n, 40 * n)))))
+        afterstate_capacity=lambda n: (6 * n, (4 * n,), ((16 * n, 40 * n),))))
     params = jax.tree.map(np.asarray, init_params(network, jax.random.key(6), beastybar.observation_size))
     p = params["params"]["afterstates"]
     rng = np.random.default_rng(7)  # both start at zero (a network with more plies starts as one with fewer)
@@ -467,7 +469,7 @@ def test_move_logits_with_answers_are_the_three_ply_scorer_by_hand(played):
         features = np.asarray(inter["intermediates"]["MLPTorso_0"]["__call__"][0])
         rows, moves = map(np.asarray, jax.jit(jax.vmap(AF.legal_afterstates))(observation))  # [N, K, F]
         reply_rows, replies = map(np.asarray, jax.jit(jax.vmap(AF.legal_replies))(observation))  # [N, K, R, F]
-        answer_rows, answers = map(np.asarray, jax.jit(jax.vmap(AF.legal_answers))(observation))  # [N, K, R, Q, F]
+        answer_rows, answers = map(np.asarray, answers_of(observation))  # [N, K, R, Q, F]
         answers_seen.append((answers < game.NUM_ACTIONS).sum() / len(observation))
         first = relu(dense(rows, "afterstate_in") + (features @ p["context_in"]["kernel"])[:, None])
         reply_first = relu(dense(reply_rows, "reply_in") + (first @ p["reply_context"]["kernel"])[:, :, None])
