@@ -374,6 +374,29 @@ def test_answers_use_only_what_the_mover_knows(played):
     assert (lists.answer_owners[listed:] == reply_capacity).all() and not lists.answer_rows[listed:].any()
 
 
+def assert_move_scorer_outputs(out, params, features, moves, second):
+    """The network's logits and value, written out by hand from the per-move MLP's second
+    hidden layer ``second`` ``[N, K, W]`` of the legal moves ``moves`` ``[N, K]``: each
+    legal action's logit from its row, every other action's that of an all-zero row
+    (which has no replies); the value from the torso ``features`` and the max of
+    ``second`` over the legal moves."""
+    p = params["params"]["afterstates"]
+    dense = lambda x, name: x @ p[name]["kernel"] + p[name].get("bias", 0.0)  # noqa: E731
+    zero = np.maximum(dense(np.maximum(dense(np.zeros(AF.AFTERSTATE_SIZE), "afterstate_in")
+                                       + features @ p["context_in"]["kernel"], 0), "move_hidden"), 0)  # [N, W]
+    expected = np.repeat(dense(zero, "move_logit"), game.NUM_ACTIONS, axis=1)  # illegal: the all-zero row's
+    used = moves < game.NUM_ACTIONS
+    n, k = np.nonzero(used)
+    expected[n, moves[n, k]] = dense(second, "move_logit")[n, k, 0]
+    head = params["params"]["policy_head"]
+    expected = expected + features @ head["kernel"] + head["bias"]
+    pooled = np.where(used[..., None], second, 0.0).max(axis=1)
+    value_head = params["params"]["value_head"]
+    value = np.tanh(np.concatenate([features, pooled], -1) @ value_head["kernel"] + value_head["bias"])[:, 0]
+    np.testing.assert_allclose(np.asarray(out.policy_logits), expected, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(out.value), value, rtol=0, atol=1e-5)
+
+
 @pytest.mark.slow
 def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(played):
     """With ``network.replies`` each move's second layer also reads the min and max over
@@ -414,19 +437,7 @@ def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(played):
         summary = np.concatenate([np.where(has, np.where(valid, units, np.inf).min(axis=2), 0.0),
                                   np.where(valid, units, 0.0).max(axis=2), has.astype(np.float32)], axis=-1)
         second = np.maximum(dense(first, "move_hidden") + summary @ p["reply_to_move"]["kernel"], 0)  # [N, K, 8]
-        zero = np.maximum(dense(np.maximum(dense(np.zeros(AF.AFTERSTATE_SIZE), "afterstate_in")
-                                           + features @ p["context_in"]["kernel"], 0), "move_hidden"), 0)  # [N, 8]
-        expected = np.repeat(dense(zero, "move_logit"), game.NUM_ACTIONS, axis=1)  # illegal: the all-zero row's
-        used = moves < game.NUM_ACTIONS
-        n, k = np.nonzero(used)
-        expected[n, moves[n, k]] = dense(second, "move_logit")[n, k, 0]
-        head = params["params"]["policy_head"]
-        expected = expected + features @ head["kernel"] + head["bias"]
-        pooled = np.where(used[..., None], second, 0.0).max(axis=1)
-        value_head = params["params"]["value_head"]
-        value = np.tanh(np.concatenate([features, pooled], -1) @ value_head["kernel"] + value_head["bias"])[:, 0]
-        np.testing.assert_allclose(np.asarray(out.policy_logits), expected, rtol=0, atol=1e-5)
-        np.testing.assert_allclose(np.asarray(out.value), value, rtol=0, atol=1e-5)
+        assert_move_scorer_outputs(out, params, features, moves, second)
     assert replies_seen[0] == 0 and 2 < replies_seen[1] < 16 < replies_seen[2]
 
 
@@ -479,17 +490,5 @@ def test_move_logits_with_answers_are_the_three_ply_scorer_by_hand(played):
         reply_units = relu(dense(reply_first, "reply_hidden") + to_reply)  # [N, K, R, 8]
         to_move = summary(reply_units, (replies < game.NUM_ACTIONS)[..., None]) @ p["reply_to_move"]["kernel"]
         second = relu(dense(first, "move_hidden") + to_move)  # [N, K, 8]
-        zero = relu(dense(relu(dense(np.zeros(AF.AFTERSTATE_SIZE), "afterstate_in")
-                               + features @ p["context_in"]["kernel"]), "move_hidden"))  # [N, 8]
-        expected = np.repeat(dense(zero, "move_logit"), game.NUM_ACTIONS, axis=1)  # illegal: the all-zero row's
-        used = moves < game.NUM_ACTIONS
-        n, k = np.nonzero(used)
-        expected[n, moves[n, k]] = dense(second, "move_logit")[n, k, 0]
-        head = params["params"]["policy_head"]
-        expected = expected + features @ head["kernel"] + head["bias"]
-        pooled = np.where(used[..., None], second, 0.0).max(axis=1)
-        value_head = params["params"]["value_head"]
-        value = np.tanh(np.concatenate([features, pooled], -1) @ value_head["kernel"] + value_head["bias"])[:, 0]
-        np.testing.assert_allclose(np.asarray(out.policy_logits), expected, rtol=0, atol=1e-5)
-        np.testing.assert_allclose(np.asarray(out.value), value, rtol=0, atol=1e-5)
+        assert_move_scorer_outputs(out, params, features, moves, second)
     assert answers_seen[0] == 0 and 0 < answers_seen[1] < 40 < answers_seen[2]
