@@ -598,6 +598,16 @@ def _exported_iteration(directory) -> int:
         return 0
 
 
+def warm_start_path(source: str, game=None) -> str:
+    """Where ``warm_start`` ``source`` lies: one of ``game``'s shipped networks by name, or
+    the path itself. Raises :class:`CheckpointError` where nothing is there, so a run can
+    refuse a missing source before it writes anything."""
+    path = str(dict(getattr(game, "networks", ()) or ()).get(source, source))
+    if not os.path.exists(path):
+        raise CheckpointError(f"warm_start {source!r}: no such run directory or checkpoint: {os.path.abspath(path)}")
+    return path
+
+
 def warm_start_params(fresh, source: str, game=None):
     """``(params, taken, fresh_paths)``: ``fresh`` (a network's variables) with every
     parameter that ``source`` has at the same path taken from there; ``taken`` counts
@@ -607,8 +617,7 @@ def warm_start_params(fresh, source: str, game=None):
     (``Game.networks``: Beasty Bar's ``champion``). Raises :class:`CheckpointError` where
     it cannot be read, shares no parameter, or has a parameter of another shape at the
     same path (networks of other sizes)."""
-    shipped = dict(getattr(game, "networks", ()) or ())
-    path = str(shipped.get(source, source))
+    path = warm_start_path(source, game)
     try:
         model = load_agent(path)
     except CheckpointError as e:

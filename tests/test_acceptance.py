@@ -13,13 +13,16 @@ import time
 
 import pytest
 
+from helpers.tiny_training import FAST_COMPILE_FLAG
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "experiments", "acceptance.py")
 
 
 def acceptance(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+    # Cheap XLA optimisation: at tiny scale the parts spend most of their time compiling.
     return subprocess.run([sys.executable, SCRIPT, *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=dict(os.environ, XLA_FLAGS=FAST_COMPILE_FLAG))
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import pytest
 
 from helpers import random_playout
 from helpers.positions import act, position
+from helpers.tiny_training import FAST_COMPILE
 from beastybar_jax.games import beastybar as game
 from beastybar_jax.games import get_game
 from beastybar_jax.games.beastybar import afterstate as AF
@@ -19,8 +20,9 @@ from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.network import NetworkConfig, init_params, make_network
 
 from_observation = jax.jit(lambda s: AF.afterstate_features(game.observe(s, s.current_player)))
-# The answer slots of a batch (32 observations in every test that calls it: one compilation).
-answers_of = jax.jit(jax.vmap(AF.legal_answers))
+# The answer slots of a batch (32 observations in every test that calls it: one compilation,
+# a cheap one: these engine graphs are large and run once).
+answers_of = jax.jit(jax.vmap(AF.legal_answers), compiler_options=FAST_COMPILE)
 from_state = jax.jit(lambda s: AF.from_state(s, s.current_player))
 
 
@@ -345,7 +347,7 @@ def test_answers_use_only_what_the_mover_knows(played):
                                                                                       replies, 0))
         return jax.vmap(jax.vmap(AF.legal_rows, in_axes=(0, None)), in_axes=(0, None))(replied, state.current_player)
 
-    truth_rows, truth_actions = jax.jit(jax.vmap(true_answers))(late)
+    truth_rows, truth_actions = jax.jit(jax.vmap(true_answers), compiler_options=FAST_COMPILE)(late)
     _, reply_actions = jax.jit(jax.vmap(AF.legal_replies))(observations)
     decks = np.asarray(late.deck_sizes)
     known = ((decks == 0).all(axis=1)[:, None, None] & (np.asarray(reply_actions) < game.NUM_ACTIONS))[..., None]
@@ -359,7 +361,8 @@ def test_answers_use_only_what_the_mover_knows(played):
     num = pick.stop - pick.start
     slot_actions = actions[pick]
     reply_capacity = 15 * 15 * num
-    lists = jax.tree.map(np.asarray, jax.jit(AF.compact_afterstates, static_argnums=(1, 2, 3))(
+    lists = jax.tree.map(np.asarray, jax.jit(AF.compact_afterstates, static_argnums=(1, 2, 3),
+                                             compiler_options=FAST_COMPILE)(
         observations[pick], 15 * num, reply_capacity, 60 * num))
     assert lists.complete
     where = np.nonzero(slot_actions < game.NUM_ACTIONS)  # row-major: observation, move, reply, answer

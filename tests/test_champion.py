@@ -45,6 +45,25 @@ def test_the_champion_was_trained_by_configs_champion_yaml():
     assert set(differences) <= {"run_dir", "keep_checkpoints"}, differences
 
 
+def test_the_champions_two_stages_are_one_run_continued_with_answers():
+    """``configs/champion.yaml`` warm-starts from checkpoint 4,000 of
+    ``configs/champion_replies.yaml`` (run with ``decay_steps`` of its 8,000 iterations),
+    adds the mover's answers and goes on at the learning rate the first stage stopped at."""
+    from beastybar_jax.config import config_diff, load_config
+    from beastybar_jax.training.optimizer import make_schedule
+
+    first = load_config(ROOT / "configs" / "champion_replies.yaml", ["num_iterations=4000", "decay_steps=128000"])
+    second = load_config(ROOT / "configs" / "champion.yaml")
+    assert set(config_diff(first, second)) == {"name", "warm_start", "num_iterations", "learning_rate",
+                                                 "decay_steps", "checkpoint_every", "network.answers"}
+    assert second.warm_start == f"{first.resolved_run_dir}/checkpoints/{first.num_iterations}"
+    updates = first.alphazero.updates_per_iteration
+    assert first.decay_steps == 8000 * updates  # the first half of the 8,000-iteration run
+    stopped_at = float(make_schedule(first, 0)(first.num_iterations * updates))
+    assert second.learning_rate == pytest.approx(stopped_at, rel=0.01)
+    assert second.network.answers and not first.network.answers
+
+
 @pytest.mark.slow
 def test_the_champion_beats_the_heuristic_clearly():
     """32 deals (64 games, seats swapped): the raw policy wins at least 70% (it wins

@@ -147,6 +147,11 @@ def test_a_warm_start_takes_the_parameters_the_source_shares(full_run, tmp_path)
         warm_start_params(fresh(width=16, depth=1), str(full_run["run_dir"]))
     with pytest.raises(CheckpointError, match="warm_start"):
         warm_start_params(deeper, str(tmp_path / "missing"))
+    # A run whose source is missing is refused before it writes anything.
+    missing = tiny_training.tiny_config(tmp_path / "refused", f"warm_start={tmp_path / 'missing'}")
+    with pytest.raises(CheckpointError, match="no such run directory or checkpoint"):
+        TrainLoop(missing, trainer=tiny_training.trainer(), console=False)
+    assert not (tmp_path / "refused").exists()
 
 
 def test_load_agent_restores_a_usable_network(full_run):

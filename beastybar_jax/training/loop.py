@@ -36,7 +36,7 @@ import numpy as np
 from beastybar_jax.config import TrainConfig
 from beastybar_jax.games import Game, get_game
 from beastybar_jax.training import distributed
-from beastybar_jax.checkpoint import CheckpointError, Checkpointer, warm_start_params
+from beastybar_jax.checkpoint import CheckpointError, Checkpointer, warm_start_params, warm_start_path
 from beastybar_jax.training.compilation import compile_in_thread, enable_compilation_cache
 from beastybar_jax.training.guards import check_finite_losses, check_finite_state
 from beastybar_jax.training.interrupt import Interrupted, StopRequest, acknowledge_stop, signal_name, when_forced
@@ -113,6 +113,8 @@ class TrainLoop:
             what = "does not exist" if not os.path.exists(self.run_dir) else "holds no checkpoints"
             raise CheckpointError(f"cannot resume: {self.run_dir} {what}; start a new run without --resume "
                                   f"(or check run_dir / name)")
+        if config.warm_start and not resume:
+            warm_start_path(config.warm_start, game)  # a missing source is refused before anything is written
         if self.is_main:
             prepare_run_dir(self.run_dir)
             self._lock = RunLock(self.run_dir).acquire()

@@ -278,7 +278,7 @@ def _compact(mask: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
     ``mask`` (``bool[M, 31]``) holds, row-major, the first ``size`` of them; then owner
     ``M`` and action ``NUM_ACTIONS``. Each slot finds its row by a binary search over
     the rows' running counts and its action by rank within the row: no scatter (as
-    ``jnp.nonzero``'s), which is slow on a CPU (a ``configs/champion.yaml`` iteration: 0.38 s
+    ``jnp.nonzero``'s), which is slow on a CPU (a ``configs/champion_replies.yaml`` iteration: 0.38 s
     against 0.43 s with ``jnp.nonzero``, ``benchmark.py selfplay`` back to back, 2-core AMD
     EPYC, 2026-11-26)."""
     rows = mask.shape[0]
@@ -308,7 +308,7 @@ def afterstate_capacity(num_observations: int) -> tuple[int, tuple[int, ...], tu
     Replies: 7 a position and 64 more, then 24 and 64 more. Only positions where the
     opponent's deck is empty have replies, those of a game's last 9 turns. Self-play's
     games move in step (every game lasts 24 turns), so a search's batch is at one turn,
-    where training's batches mix turns: in ``configs/champion.yaml`` self-play's batches of
+    where training's batches mix turns: in ``configs/champion_replies.yaml`` self-play's batches of
     64 had 5.3 replies a position on average over a game, 9 or fewer in 99% of them;
     training batches of 128 at most 10.1; random play 23-24 a position at turns 15 and 16.
     The replies' engine steps are most of their cost, so the first list is kept small.
