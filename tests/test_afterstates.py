@@ -3,6 +3,7 @@ by the engine from what the mover can see, as the network's input."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import jax
@@ -19,11 +20,13 @@ from beastybar_jax.games.beastybar import afterstate as AF
 from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.network import NetworkConfig, init_params, make_network
 
-from_observation = jax.jit(lambda s: AF.afterstate_features(game.observe(s, s.current_player)))
-# The answer slots of a batch (32 observations in every test that calls it: one compilation,
-# a cheap one: these engine graphs are large and run once).
-answers_of = jax.jit(jax.vmap(AF.legal_answers), compiler_options=FAST_COMPILE)
-from_state = jax.jit(lambda s: AF.from_state(s, s.current_player))
+# Every function here compiles with cheap XLA optimisation: its graphs (the engine's steps
+# for every move, reply and answer, networks over them) are large and run a few times.
+jit = functools.partial(jax.jit, compiler_options=FAST_COMPILE)
+from_observation = jit(lambda s: AF.afterstate_features(game.observe(s, s.current_player)))
+# The answer slots of a batch (32 observations in every test that calls it: one compilation).
+answers_of = jit(jax.vmap(AF.legal_answers))
+from_state = jit(lambda s: AF.from_state(s, s.current_player))
 
 
 def row(queue=(), bar_mine=(), bar_theirs=(), out_mine=(), out_theirs=(), ends=0.0, outcome=0.0):
@@ -64,14 +67,14 @@ def test_afterstate_features_of_a_hand_built_position():
     np.testing.assert_array_equal(np.asarray(from_observation(state)), expected)
     np.testing.assert_array_equal(np.asarray(from_state(state)), expected)
     # What the network reads: the legal moves' rows only, in id order, then unused rows.
-    rows, actions = jax.jit(AF.legal_afterstates)(game.observe(state, 1))
+    rows, actions = jit(AF.legal_afterstates)(game.observe(state, 1))
     legal = [act("parrot", param=t) for t in range(4)] + [act("monkey")]
     assert rows.shape == (AF.MAX_LEGAL_ACTIONS, AF.AFTERSTATE_SIZE)
     np.testing.assert_array_equal(np.asarray(actions), legal + [game.NUM_ACTIONS] * (AF.MAX_LEGAL_ACTIONS - 5))
     np.testing.assert_array_equal(np.asarray(rows[:5]), expected[legal])
     assert not np.asarray(rows[5:]).any()
     # The opponent, not to move, sees no legal move.
-    _, not_to_move = jax.jit(AF.legal_afterstates)(game.observe(state, 0))
+    _, not_to_move = jit(AF.legal_afterstates)(game.observe(state, 0))
     assert (np.asarray(not_to_move) == game.NUM_ACTIONS).all()
 
 
@@ -95,7 +98,7 @@ def test_no_position_has_more_legal_moves_than_rows():
         state = base.replace(hand=jnp.stack([hand, jnp.zeros_like(hand)]), queue=queue)
         return jnp.sum(game.legal_action_mask(state))
 
-    counts = jax.jit(jax.vmap(jax.vmap(count, in_axes=(None, 0)), in_axes=(0, None)))(hands, queues)
+    counts = jit(jax.vmap(jax.vmap(count, in_axes=(None, 0)), in_axes=(0, None)))(hands, queues)
     assert int(counts.max()) == AF.MAX_LEGAL_ACTIONS
 
 
@@ -106,7 +109,7 @@ def test_the_most_legal_moves_a_position_can_have_all_get_a_row():
                      hands=(("parrot", "kangaroo", "chameleon", "skunk"), ()), mover=0)
     legal = np.flatnonzero(np.asarray(game.legal_action_mask(state)))
     assert len(legal) == AF.MAX_LEGAL_ACTIONS
-    rows, actions = jax.jit(AF.legal_afterstates)(game.observe(state, 0))
+    rows, actions = jit(AF.legal_afterstates)(game.observe(state, 0))
     np.testing.assert_array_equal(np.asarray(actions), legal)
     assert (np.asarray(rows[:, 0]) == 1).all()
 
@@ -143,7 +146,7 @@ def test_a_network_with_afterstates_scores_moves_by_them():
     state = position(queue=[(0, "lion"), (0, "zebra"), (1, "seal"), (0, "skunk")],
                      hands=((), ("monkey", "parrot")), bar=((), ("hippo", "crocodile", "snake")), mover=1)
     observation = game.observe(state, 1)[None]
-    apply = jax.jit(network.apply)
+    apply = jit(network.apply)
     out = apply(params, observation)
     assert out.policy_logits.shape == (1, game.NUM_ACTIONS) and np.isfinite(np.asarray(out.value)).all()
     # The move scorer's output enters the logits: zeroing its last layer changes them.
@@ -177,10 +180,10 @@ def test_move_logits_are_the_move_scorer_on_every_action(played):
     p = params["params"]["afterstates"]
     dense = lambda x, name: x @ p[name]["kernel"] + p[name].get("bias", 0.0)  # noqa: E731
     # The torso's features: the network's own, read back through flax's intermediates.
-    listed, inter = jax.jit(lambda p, o: network.apply(p, o, capture_intermediates=lambda m, _: m.name == "MLPTorso_0"))(
+    listed, inter = jit(lambda p, o: network.apply(p, o, capture_intermediates=lambda m, _: m.name == "MLPTorso_0"))(
         params, observation)
     features = inter["intermediates"]["MLPTorso_0"]["__call__"][0]
-    table = jax.jit(jax.vmap(AF.afterstate_features))(observation)  # [N, 31, 109]
+    table = jit(jax.vmap(AF.afterstate_features))(observation)  # [N, 31, 109]
     h = jax.nn.relu(dense(table, "afterstate_in") + (features @ p["context_in"]["kernel"])[:, None, :])
     hidden = jax.nn.relu(dense(h, "move_hidden"))  # [N, 31, 8]
     expected = dense(hidden, "move_logit")[..., 0]
@@ -196,7 +199,7 @@ def test_move_logits_are_the_move_scorer_on_every_action(played):
     # the same outputs.
     assert legal.sum() > 300
     squeezed = make_network(network.config, beastybar._replace(afterstate_capacity=lambda n: (n, (0,))))
-    for out in (listed, jax.jit(squeezed.apply)(params, observation)):
+    for out in (listed, jit(squeezed.apply)(params, observation)):
         np.testing.assert_allclose(np.asarray(out.policy_logits), np.asarray(expected), rtol=0, atol=1e-5)
         np.testing.assert_allclose(np.asarray(out.value), np.asarray(value), rtol=0, atol=1e-5)
 
@@ -207,17 +210,17 @@ def test_a_batch_of_afterstates_as_one_list(played):
     them, move after move, each with the row ``legal_replies`` gives it; ``complete``
     tells whether the lists had room for all of them."""
     observations = jax.vmap(game.observe)(played, played.current_player)[-200:]  # the last turns: replies
-    slot_rows, slot_actions = map(np.asarray, jax.jit(jax.vmap(AF.legal_afterstates))(observations))
+    slot_rows, slot_actions = map(np.asarray, jit(jax.vmap(AF.legal_afterstates))(observations))
     owner, slot = np.nonzero(slot_actions < game.NUM_ACTIONS)  # row-major: by observation, then action
     total = len(owner)
     capacity, (reply_capacity, _), _ = AF.afterstate_capacity(200)
     assert 0 < total < capacity < AF.MAX_LEGAL_ACTIONS * 200
-    reply_slot_rows, reply_slot_actions = map(np.asarray, jax.jit(jax.vmap(AF.legal_replies))(observations))
+    reply_slot_rows, reply_slot_actions = map(np.asarray, jit(jax.vmap(AF.legal_replies))(observations))
     replied = reply_slot_actions[owner, slot]  # [total, 15] the replies to each listed move
     reply_owner, reply_slot = np.nonzero(replied < game.NUM_ACTIONS)
     replies = len(reply_owner)
     assert 0 < replies < reply_capacity
-    compact = jax.jit(AF.compact_afterstates, static_argnums=(1, 2))
+    compact = jit(AF.compact_afterstates, static_argnums=(1, 2))
     for size, reply_size in ((total + 5, replies + 3), (total - 1, replies + 3), (total, replies - 1)):
         lists = jax.tree.map(np.asarray, compact(observations, size, reply_size))
         assert bool(lists.complete) == (size >= total and reply_size >= replies)
@@ -248,9 +251,9 @@ def test_replies_of_a_hand_built_position():
     left in the opponent's deck, to anything: their hand is not known."""
     state = position(queue=[(1, "zebra")], hands=(("seal", "skunk"), ("lion", "parrot")), mover=0, turn=20)
     observation = game.observe(state, 0)
-    rows, actions = map(np.asarray, jax.jit(AF.legal_replies)(observation))
+    rows, actions = map(np.asarray, jit(AF.legal_replies)(observation))
     assert rows.shape == (AF.MAX_LEGAL_ACTIONS, AF.MAX_LEGAL_ACTIONS, AF.AFTERSTATE_SIZE)
-    moves = list(np.asarray(jax.jit(AF.legal_afterstates)(observation)[1]))
+    moves = list(np.asarray(jit(AF.legal_afterstates)(observation)[1]))
     seal = moves.index(act("seal"))
     expected = {
         act("lion"): row(queue=[(False, "lion"), (True, "seal"), (False, "zebra")]),
@@ -267,7 +270,7 @@ def test_replies_of_a_hand_built_position():
     assert (actions[others] == game.NUM_ACTIONS).all() and not rows[others].any()
     hidden = position(queue=[(1, "zebra")], hands=(("seal", "skunk"), ("lion", "parrot")), decks=((), ("hippo",)),
                       mover=0, turn=20)
-    _, unknown = jax.jit(AF.legal_replies)(game.observe(hidden, 0))
+    _, unknown = jit(AF.legal_replies)(game.observe(hidden, 0))
     assert (np.asarray(unknown) == game.NUM_ACTIONS).all()
 
 
@@ -277,14 +280,14 @@ def test_replies_use_only_what_the_mover_knows(played):
     (the real hands and decks): for each legal move, every legal reply of the opponent,
     where the opponent's deck is empty; and none elsewhere."""
     observations = jax.vmap(game.observe)(played, played.current_player)
-    rows, actions = jax.jit(jax.vmap(AF.legal_replies))(observations)
+    rows, actions = jit(jax.vmap(AF.legal_replies))(observations)
 
     def true_replies(state):
         moves = AF.legal_actions(game.legal_action_mask(state))
         after = jax.vmap(game.step, in_axes=(None, 0))(state, jnp.where(moves < game.NUM_ACTIONS, moves, 0))
         return jax.vmap(AF.legal_rows, in_axes=(0, None))(after, state.current_player)
 
-    truth_rows, truth_actions = jax.jit(jax.vmap(true_replies))(played)
+    truth_rows, truth_actions = jit(jax.vmap(true_replies))(played)
     moves = np.asarray(jax.vmap(AF.legal_actions)(jax.vmap(game.legal_action_mask)(played)))
     opponent_deck = np.asarray(played.deck_sizes)[np.arange(len(moves)), 1 - np.asarray(played.current_player)]
     known = (opponent_deck == 0)[:, None, None] & (moves < game.NUM_ACTIONS)[:, :, None]
@@ -305,10 +308,10 @@ def test_answers_of_a_hand_built_position():
     player 0's own deck their next hand is not known: replies, but no answers."""
     state = position(queue=[(1, "zebra")], hands=(("seal", "skunk"), ("lion", "parrot")), mover=0, turn=20)
     observation = game.observe(state, 0)
-    rows, actions = map(np.asarray, jax.jit(AF.legal_answers)(observation))
+    rows, actions = map(np.asarray, jit(AF.legal_answers)(observation))
     assert rows.shape == (AF.MAX_LEGAL_ACTIONS,) * 3 + (AF.AFTERSTATE_SIZE,)
-    moves = list(np.asarray(jax.jit(AF.legal_afterstates)(observation)[1]))
-    replies = list(np.asarray(jax.jit(AF.legal_replies)(observation)[1])[moves.index(act("seal"))])
+    moves = list(np.asarray(jit(AF.legal_afterstates)(observation)[1]))
+    replies = list(np.asarray(jit(AF.legal_replies)(observation)[1])[moves.index(act("seal"))])
     seal, lion = moves.index(act("seal")), replies.index(act("lion"))
     unused = [game.NUM_ACTIONS] * (AF.MAX_LEGAL_ACTIONS - 1)
     np.testing.assert_array_equal(actions[seal, lion], [act("skunk")] + unused)
@@ -320,8 +323,8 @@ def test_answers_of_a_hand_built_position():
     own_deck = position(queue=[(1, "zebra")], hands=(("seal", "skunk"), ("lion", "parrot")), decks=(("hippo",), ()),
                         mover=0, turn=20)
     observation = game.observe(own_deck, 0)
-    assert (np.asarray(jax.jit(AF.legal_replies)(observation)[1]) < game.NUM_ACTIONS).any()
-    assert (np.asarray(jax.jit(AF.legal_answers)(observation)[1]) == game.NUM_ACTIONS).all()
+    assert (np.asarray(jit(AF.legal_replies)(observation)[1]) < game.NUM_ACTIONS).any()
+    assert (np.asarray(jit(AF.legal_answers)(observation)[1]) == game.NUM_ACTIONS).all()
 
 
 @pytest.mark.slow
@@ -347,8 +350,8 @@ def test_answers_use_only_what_the_mover_knows(played):
                                                                                       replies, 0))
         return jax.vmap(jax.vmap(AF.legal_rows, in_axes=(0, None)), in_axes=(0, None))(replied, state.current_player)
 
-    truth_rows, truth_actions = jax.jit(jax.vmap(true_answers), compiler_options=FAST_COMPILE)(late)
-    _, reply_actions = jax.jit(jax.vmap(AF.legal_replies))(observations)
+    truth_rows, truth_actions = jit(jax.vmap(true_answers))(late)
+    _, reply_actions = jit(jax.vmap(AF.legal_replies))(observations)
     decks = np.asarray(late.deck_sizes)
     known = ((decks == 0).all(axis=1)[:, None, None] & (np.asarray(reply_actions) < game.NUM_ACTIONS))[..., None]
     truth_actions = np.where(known, np.asarray(truth_actions), game.NUM_ACTIONS)
@@ -361,8 +364,7 @@ def test_answers_use_only_what_the_mover_knows(played):
     num = pick.stop - pick.start
     slot_actions = actions[pick]
     reply_capacity = 15 * 15 * num
-    lists = jax.tree.map(np.asarray, jax.jit(AF.compact_afterstates, static_argnums=(1, 2, 3),
-                                             compiler_options=FAST_COMPILE)(
+    lists = jax.tree.map(np.asarray, jit(AF.compact_afterstates, static_argnums=(1, 2, 3))(
         observations[pick], 15 * num, reply_capacity, 60 * num))
     assert lists.complete
     where = np.nonzero(slot_actions < game.NUM_ACTIONS)  # row-major: observation, move, reply, answer
@@ -419,7 +421,7 @@ def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(played):
     games = played.turn.shape[0] // 24
     observations = jax.vmap(game.observe)(played, played.current_player).reshape(24, games, -1)
 
-    @jax.jit
+    @jit
     def apply(observation):
         return network.apply(params, observation, capture_intermediates=lambda m, _: m.name == "MLPTorso_0")
 
@@ -429,8 +431,8 @@ def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(played):
         observation = observations[first_turn:first_turn + 2].reshape(2 * games, -1)
         out, inter = apply(observation)
         features = np.asarray(inter["intermediates"]["MLPTorso_0"]["__call__"][0])
-        rows, moves = map(np.asarray, jax.jit(jax.vmap(AF.legal_afterstates))(observation))  # [N, K, F], [N, K]
-        reply_rows, replies = map(np.asarray, jax.jit(jax.vmap(AF.legal_replies))(observation))  # [N, K, R, F]
+        rows, moves = map(np.asarray, jit(jax.vmap(AF.legal_afterstates))(observation))  # [N, K, F], [N, K]
+        reply_rows, replies = map(np.asarray, jit(jax.vmap(AF.legal_replies))(observation))  # [N, K, R, F]
         replies_seen.append((replies < game.NUM_ACTIONS).sum() / len(observation))
         first = np.maximum(dense(rows, "afterstate_in") + (features @ p["context_in"]["kernel"])[:, None], 0)
         units = np.maximum(dense(np.maximum(dense(reply_rows, "reply_in")
@@ -464,7 +466,7 @@ def test_move_logits_with_answers_are_the_three_ply_scorer_by_hand(played):
     games = played.turn.shape[0] // 24
     observations = jax.vmap(game.observe)(played, played.current_player).reshape(24, games, -1)
 
-    @jax.jit
+    @jit
     def apply(observation):
         return network.apply(params, observation, capture_intermediates=lambda m, _: m.name == "MLPTorso_0")
 
@@ -481,8 +483,8 @@ def test_move_logits_with_answers_are_the_three_ply_scorer_by_hand(played):
         observation = observations[turn, :32]
         out, inter = apply(observation)
         features = np.asarray(inter["intermediates"]["MLPTorso_0"]["__call__"][0])
-        rows, moves = map(np.asarray, jax.jit(jax.vmap(AF.legal_afterstates))(observation))  # [N, K, F]
-        reply_rows, replies = map(np.asarray, jax.jit(jax.vmap(AF.legal_replies))(observation))  # [N, K, R, F]
+        rows, moves = map(np.asarray, jit(jax.vmap(AF.legal_afterstates))(observation))  # [N, K, F]
+        reply_rows, replies = map(np.asarray, jit(jax.vmap(AF.legal_replies))(observation))  # [N, K, R, F]
         answer_rows, answers = map(np.asarray, answers_of(observation))  # [N, K, R, Q, F]
         answers_seen.append((answers < game.NUM_ACTIONS).sum() / len(observation))
         first = relu(dense(rows, "afterstate_in") + (features @ p["context_in"]["kernel"])[:, None])
