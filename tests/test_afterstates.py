@@ -379,6 +379,32 @@ def test_answers_use_only_what_the_mover_knows(played):
     assert (lists.answer_owners[listed:] == reply_capacity).all() and not lists.answer_rows[listed:].any()
 
 
+def scorer_by_hand(played, config, capacity, key, seed):
+    """What the by-hand scorer tests share: a Beasty Bar network of ``config`` with list
+    ``capacity`` (``Game.afterstate_capacity``), its parameters (the zero-initialised links
+    between plies, ``reply_to_move`` and ``answer_to_reply``, drawn at random so they
+    matter), ``played``'s observations by turn ``[24, games, F]``, the network's jitted
+    apply capturing the torso's output, and ``dense(x, name)`` with a layer's parameters."""
+    beastybar = get_game("beastybar")
+    network = make_network(config, beastybar._replace(afterstate_capacity=capacity))
+    params = jax.tree.map(np.asarray, init_params(network, jax.random.key(key), beastybar.observation_size))
+    p = params["params"]["afterstates"]
+    rng = np.random.default_rng(seed)  # they start at zero (a network with more plies starts as one with fewer)
+    for name in ("reply_to_move", "answer_to_reply")[:1 + config.answers]:
+        p[name]["kernel"] = rng.normal(size=p[name]["kernel"].shape)
+    games = played.turn.shape[0] // 24
+    observations = jax.vmap(game.observe)(played, played.current_player).reshape(24, games, -1)
+
+    @jit
+    def apply(observation):
+        return network.apply(params, observation, capture_intermediates=lambda m, _: m.name == "MLPTorso_0")
+
+    def dense(x, name):
+        return x @ p[name]["kernel"] + p[name].get("bias", 0.0)
+
+    return params, p, observations, apply, dense
+
+
 def assert_move_scorer_outputs(out, params, features, moves, second):
     """The network's logits and value, written out by hand from the per-move MLP's second
     hidden layer ``second`` ``[N, K, W]`` of the legal moves ``moves`` ``[N, K]``: each
@@ -411,24 +437,12 @@ def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(played):
     of them has room: lists with room for 2 replies an observation, else for 16, else
     the slots. Three batches of 128 observations take each way: turns 5-6 (no replies),
     20-21 (about 3 an observation) and 15-16 (about 23)."""
-    beastybar = get_game("beastybar")
-    config = NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8, replies=True)
-    network = make_network(config, beastybar._replace(afterstate_capacity=lambda n: (6 * n, (2 * n, 16 * n))))
-    params = jax.tree.map(np.asarray, init_params(network, jax.random.key(4), beastybar.observation_size))
-    p = params["params"]["afterstates"]
-    # reply_to_move starts at zero (a network with replies starts as one without): make it matter.
-    p["reply_to_move"]["kernel"] = np.random.default_rng(5).normal(size=p["reply_to_move"]["kernel"].shape)
-    games = played.turn.shape[0] // 24
-    observations = jax.vmap(game.observe)(played, played.current_player).reshape(24, games, -1)
-
-    @jit
-    def apply(observation):
-        return network.apply(params, observation, capture_intermediates=lambda m, _: m.name == "MLPTorso_0")
-
-    dense = lambda x, name: x @ p[name]["kernel"] + p[name].get("bias", 0.0)  # noqa: E731
+    params, p, observations, apply, dense = scorer_by_hand(
+        played, NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8, replies=True),
+        lambda n: (6 * n, (2 * n, 16 * n)), key=4, seed=5)
     replies_seen = []
     for first_turn in (5, 20, 15):
-        observation = observations[first_turn:first_turn + 2].reshape(2 * games, -1)
+        observation = observations[first_turn:first_turn + 2].reshape(-1, observations.shape[-1])
         out, inter = apply(observation)
         features = np.asarray(inter["intermediates"]["MLPTorso_0"]["__call__"][0])
         rows, moves = map(np.asarray, jit(jax.vmap(AF.legal_afterstates))(observation))  # [N, K, F], [N, K]
@@ -454,23 +468,9 @@ def test_move_logits_with_answers_are_the_three_ply_scorer_by_hand(played):
     ``legal_replies`` and ``legal_answers``. The network's lists must give the same
     logits and value whichever of them has room: the lists (turn 5, none; turn 20, a few)
     or the slots (turn 16, about 90 answers an observation); 32 observations each."""
-    beastybar = get_game("beastybar")
-    config = NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8, replies=True, answers=True)
-    network = make_network(config, beastybar._replace(
-        afterstate_capacity=lambda n: (6 * n, (4 * n,), ((16 * n, 40 * n),))))
-    params = jax.tree.map(np.asarray, init_params(network, jax.random.key(6), beastybar.observation_size))
-    p = params["params"]["afterstates"]
-    rng = np.random.default_rng(7)  # both start at zero (a network with more plies starts as one with fewer)
-    for name in ("reply_to_move", "answer_to_reply"):
-        p[name]["kernel"] = rng.normal(size=p[name]["kernel"].shape)
-    games = played.turn.shape[0] // 24
-    observations = jax.vmap(game.observe)(played, played.current_player).reshape(24, games, -1)
-
-    @jit
-    def apply(observation):
-        return network.apply(params, observation, capture_intermediates=lambda m, _: m.name == "MLPTorso_0")
-
-    dense = lambda x, name: x @ p[name]["kernel"] + p[name].get("bias", 0.0)  # noqa: E731
+    params, p, observations, apply, dense = scorer_by_hand(
+        played, NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8, replies=True, answers=True),
+        lambda n: (6 * n, (4 * n,), ((16 * n, 40 * n),)), key=6, seed=7)
     relu = lambda x: np.maximum(x, 0.0)  # noqa: E731
 
     def summary(units, valid):  # min, max over the children's axis (-2), and any
