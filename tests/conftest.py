@@ -8,11 +8,18 @@ compilation cache in a fresh directory (removed at the end), or in
 CI leaves it unset so its timings stay honest). ``JAX_COMPILATION_CACHE_DIR`` is
 exported too, so the command lines the tests start (``experiments/train.py`` in a
 subprocess, the notebook's kernel) load what an earlier test compiled. An explicit
-``JAX_COMPILATION_CACHE_DIR`` is kept as it is.
+``JAX_COMPILATION_CACHE_DIR`` is kept as it is. Worker processes inherit the
+environment, so they share the directory.
+
+**One GPU, several processes.** The tests run in two worker processes (pytest-xdist,
+whole files to a worker) and start command lines of their own; on a GPU each would take
+75% of its memory by default, so ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` is set (and
+exported) unless already set.
 
 **Time per file.** The terminal summary lists the seconds spent in each test file
 (setup, call and teardown of its tests) with the load average at the start and at
-the end, since the suite often runs on a shared machine.
+the end, since the suite often runs on a shared machine. With two workers on two cores
+the files slow each other down: their seconds add up to more than the wall time.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ _SESSION: dict = {}
 
 
 def pytest_configure(config):
+    # Before any backend starts; the controller's environment reaches the workers and subprocesses.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         cache = os.environ["JAX_COMPILATION_CACHE_DIR"]
     elif os.environ.get("BEASTYBAR_TEST_CACHE_DIR"):
@@ -74,7 +83,8 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("seconds per test file")
     for name, seconds in per_file.most_common():
         write(f"{seconds:8.1f}  {name}")
-    write(f"{sum(per_file.values()):8.1f}  in tests; {time.time() - _SESSION['start']:.0f} s wall; load average "
+    workers = getattr(terminalreporter.config.option, "numprocesses", None) or 1
+    write(f"{sum(per_file.values()):8.1f}  in tests, {workers} worker(s); {time.time() - _SESSION['start']:.0f} s wall; load average "
           f"(1, 5, 15 min) at start {_SESSION['load_start']}, at end {_load()}; {os.cpu_count()} CPUs")
 
 
