@@ -20,6 +20,7 @@ with another ``--seed`` it carries on with fresh positions). The
 positions come from games other than the suite's (other seeds). With ``--out DIR`` the
 trained network is written as the shipped champion is (``checkpoint.save_exported``), for
 ``evaluate.py --agent checkpoint:DIR`` and notebooks (``checkpoint.load_exported``).
+``--dry-run`` loads ``--init``, applies the ``--set``s and builds the network, then stops.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int_in_range(1, 1_000_000), default=512)
     parser.add_argument("--seed", type=seed_arg, default=1)
     parser.add_argument("--out", metavar="DIR", help="write the trained network here (exported format)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="load --init, apply --set and build the network, then stop (nothing trained)")
     args = parser.parse_args(argv)
     if args.overrides and args.init != "scratch":
         parser.error("--set changes the network: use it with --init scratch")
@@ -122,6 +125,10 @@ def main(argv=None) -> int:
             print(f"fit_endgames.py: error: {e}", file=sys.stderr)
             return 2
         model.config, model.network = config, make_network(config.network, model.game)
+    if args.dry_run:
+        print(f"config ok: --init {args.init}, network {model.config.network}")
+        return 0
+    if args.init == "scratch":
         model.params = init_params(model.network, jax.random.fold_in(key, 10_000), model.game.observation_size)
     network, params = model.network, model.params
     observe = jax.jit(jax.vmap(lambda s: game.observe(s, s.current_player)))

@@ -4,8 +4,8 @@ config key is named in docs/training.md; every link resolves; the README's figur
 from the pages that give their machine, date and command, and those pages give them.
 
 Commands are read from the fenced code blocks, so a renamed flag, config or file in
-the docs fails this test. Training commands run with ``--dry-run`` (config files and
-overrides load and validate; real training runs are covered by test_train.py and
+the docs fails this test. Training and endgame-fit commands run with ``--dry-run`` (config
+files, networks and overrides load and validate; real training runs are covered by test_train.py and
 test_learning.py); evaluation commands run against a tiny trained checkpoint in place
 of ``runs/quick``: their arguments parse and every agent they name is built (checkpoints
 loaded), but the matches are stubbed (each pairing of heuristics compiled for minutes on
@@ -71,13 +71,13 @@ def trained_run(tmp_path_factory):
 
 def with_trained_runs(argv: list[str], trained_run: str) -> list[str]:
     """The documented run directories replaced by runs trained in this session:
-    ``runs/quick``, the lever runs ``runs/levers*`` and the GPU runs ``runs/h100*`` by the
-    tiny run, ``runs/tictactoe`` by tests/helpers/tictactoe_training.py's."""
+    ``runs/quick``, the lever runs ``runs/levers*``, the GPU runs ``runs/h100*`` and the
+    endgame fits ``runs/fit*`` by the tiny run, ``runs/tictactoe`` by tests/helpers/tictactoe_training.py's."""
     out = []
     for word in argv:
         if "runs/tictactoe" in word:
             word = word.replace("runs/tictactoe", str(tictactoe_training.trained_run()["run_dir"]))
-        out.append(re.sub(r"runs/(quick|levers\w*|h100\w*)", trained_run, word))
+        out.append(re.sub(r"runs/(quick|levers\w*|h100\w*|fit\w*)", trained_run, word))
     return out
 
 
@@ -137,6 +137,17 @@ def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, mo
     named = argv[argv.index(listed[0]) + 1].split(",") if listed else []
     assert played and all(name in out for name in named), (named, out)
     assert len(json.loads(report.read_text())["results"]) == len(played)
+
+
+@pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/fit_endgames.py" in c[1]])
+def test_endgame_fit_commands_validate(where, command, trained_run, capsys):
+    """``--dry-run``: the network named by ``--init`` loads and the ``--set``s make a valid
+    network (the champion's config takes answers, so turning replies off must turn them off too)."""
+    fit = experiment("fit_endgames")
+
+    argv = with_trained_runs(argv_of(command, "experiments/fit_endgames.py"), trained_run)
+    assert fit.main(argv + ["--dry-run"]) == 0, capsys.readouterr().err
+    assert "config ok" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/play.py" in c[1]])
