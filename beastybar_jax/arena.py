@@ -16,6 +16,12 @@ Statistics (``MatchResult``, from agent A's point of view):
   ``num_deals`` per-deal mean scores (the independent units), clipped to [0, 1];
   when those have no spread (e.g. all won) the Wilson interval over games is used.
 - ``mean_margin``: mean final (A - B) bar points.
+- ``entry`` (``play_match(..., record_entry=True)``, games with an exact solver): where
+  the games were decided. For each game, the exact result for A (best play by both
+  from there, ``Game.exact_values``) at the first position the solver solves, the
+  endgame's entry (Beasty Bar: the opponent's deck empty, the mover's at most one
+  card), against the final result. A game entered won and not won was thrown away in
+  the endgame; one entered lost and not lost was given away by the opponent.
 
 ``elo_table`` fits Elo ratings to any set of pairwise results by the Bradley-Terry
 maximum-likelihood fit on scores (draws count half), with one virtual drawn game
@@ -54,6 +60,9 @@ class MatchOutcomes:
       first_player: ``int32[G]`` the seat that moved first.
       illegal: ``int32[G, 2]`` illegal moves attempted by A (column 0) and B (column 1).
       terminated: ``bool[G]`` every game ended within ``game.max_game_length`` turns.
+      entry_value: ``float32[G]`` with ``record_entry``: the exact result for A at the
+        endgame's entry (module docstring), NaN where the solver solved no position
+        of the game; else None.
     """
 
     reward: chex.Array
@@ -62,13 +71,17 @@ class MatchOutcomes:
     first_player: chex.Array
     illegal: chex.Array
     terminated: chex.Array
+    entry_value: chex.Array | None = None
 
 
 def play_games(agent_a: Agent, agent_b: Agent, deal_keys: jax.Array, key: jax.Array,
-               game: Game) -> MatchOutcomes:
+               game: Game, record_entry: bool = False) -> MatchOutcomes:
     """Pure and jittable core of ``play_match``: every deal of ``deal_keys`` (``[D]``
     keys) played twice with seats swapped. Usable inside a larger jitted function
-    (e.g. training-time evaluation of a network agent with traced parameters)."""
+    (e.g. training-time evaluation of a network agent with traced parameters).
+    ``record_entry`` (static) also solves the endgames (``MatchOutcomes.entry_value``)."""
+    if record_entry and game.exact_values is None:
+        raise ValueError(f"where games are decided needs an exact solver (Game.exact_values); {game.name} has none")
     num_deals = deal_keys.shape[0]
     deals = jax.vmap(game.init)(deal_keys)
     states = jax.tree.map(lambda x: jnp.concatenate([x, x]), deals)
@@ -90,20 +103,35 @@ def play_games(agent_a: Agent, agent_b: Agent, deal_keys: jax.Array, key: jax.Ar
         chosen_legal = jnp.take_along_axis(legal, jnp.clip(action, 0, game.num_actions - 1)[:, None], 1)[:, 0]
         bad = ~states.terminated & ~(in_range & chosen_legal)
         illegal = illegal + jnp.stack([bad & a_to_move, bad & ~a_to_move], axis=1).astype(jnp.int32)
-        return (jax.vmap(game.step)(states, action), illegal), None
+        return (jax.vmap(game.step)(states, action), illegal), (states if record_entry else None)
 
     illegal = jnp.zeros((2 * num_deals, 2), jnp.int32)
-    (final, illegal), _ = jax.lax.scan(turn, (states, illegal), jax.random.split(key, game.max_game_length))
+    (final, illegal), history = jax.lax.scan(turn, (states, illegal), jax.random.split(key, game.max_game_length))
     seats = jnp.arange(2 * num_deals)
     reward = final.rewards[seats, agent_seat]
     margin = jax.vmap(game.score_margin)(final, agent_seat)
+    entry_value = _entry_values(history, agent_seat, game) if record_entry else None
     return MatchOutcomes(reward=reward, margin=margin, agent_seat=agent_seat, first_player=first_player,
-                         illegal=illegal, terminated=final.terminated)
+                         illegal=illegal, terminated=final.terminated, entry_value=entry_value)
+
+
+def _entry_values(history, agent_seat: jax.Array, game: Game) -> jax.Array:
+    """``float32[G]`` the exact result for the agent in ``agent_seat [G]`` at the first
+    state of ``history`` (``[T, G]``, the states before each turn) that the game's solver
+    solves; NaN where it solves none. Every state is handed to the solver (those it
+    cannot solve cost nothing), so no game-specific test of solvability is needed."""
+    turns, games = history.current_player.shape
+    solved, value = game.exact_values(jax.tree.map(lambda x: x.reshape((turns * games,) + x.shape[2:]), history), 0)
+    solved, value = solved.reshape(turns, games), value.reshape(turns, games)
+    for_agent = jnp.where(history.current_player.astype(jnp.int32) == agent_seat, value, -value)
+    first = jnp.argmax(solved, axis=0)
+    entry = jnp.take_along_axis(for_agent, first[None], axis=0)[0]
+    return jnp.where(solved.any(axis=0), entry, jnp.nan)
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled_match(agent_a: Agent, agent_b: Agent, game: Game):
-    return jax.jit(functools.partial(play_games, agent_a, agent_b, game=game))
+def _compiled_match(agent_a: Agent, agent_b: Agent, game: Game, record_entry: bool = False):
+    return jax.jit(functools.partial(play_games, agent_a, agent_b, game=game, record_entry=record_entry))
 
 
 @dataclasses.dataclass
@@ -123,6 +151,10 @@ class MatchResult:
     illegal_moves: int = 0         # by ``agent``; the opponent's are in the mirrored result
     opponent_illegal_moves: int = 0
     first_player_win_rate: float = math.nan  # share of games won by the seat that moved first
+    # With ``record_entry``: games by exact result at the endgame's entry (best play from
+    # there; "none" where no position was solved) and final result, for ``agent``:
+    # ``entry["win"]["draw"]`` games entered won ended drawn (module docstring).
+    entry: dict | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -134,7 +166,26 @@ class MatchResult:
             self, agent=self.opponent, opponent=self.agent, wins=self.losses, losses=self.wins,
             win_rate=self.losses / self.games, score=1.0 - self.score, score_ci95=(1.0 - hi, 1.0 - lo),
             mean_margin=-self.mean_margin, illegal_moves=self.opponent_illegal_moves,
-            opponent_illegal_moves=self.illegal_moves)
+            opponent_illegal_moves=self.illegal_moves,
+            entry=None if self.entry is None else _mirrored_entry(self.entry))
+
+
+RESULTS = ("win", "draw", "loss")
+
+
+def _mirrored_entry(entry: dict) -> dict:
+    flip = {"win": "loss", "draw": "draw", "loss": "win", "none": "none"}
+    return {flip[at]: {flip[end]: n for end, n in finals.items()} for at, finals in entry.items()}
+
+
+def entry_table(entry_value: np.ndarray, reward: np.ndarray) -> dict:
+    """``{entry result: {final result: games}}`` from per-game exact results at the
+    endgame's entry (NaN: none) and final rewards (``MatchResult.entry``)."""
+    name = lambda v: RESULTS[int(1 - np.sign(v))]  # noqa: E731  (+1 win, 0 draw, -1 loss)
+    table = {at: {end: 0 for end in RESULTS} for at in RESULTS + ("none",)}
+    for at, end in zip(entry_value, reward):
+        table["none" if np.isnan(at) else name(at)][name(end)] += 1
+    return table
 
 
 def wilson_interval(score: float, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -170,23 +221,28 @@ def summarize(outcomes: MatchOutcomes, agent: str, opponent: str) -> MatchResult
         win_rate=wins / games, score=score, score_ci95=(float(ci[0]), float(ci[1])),
         mean_margin=float(o.margin.mean()), illegal_moves=int(o.illegal[:, 0].sum()),
         opponent_illegal_moves=int(o.illegal[:, 1].sum()),
-        first_player_win_rate=float(first_wins.mean()))
+        first_player_win_rate=float(first_wins.mean()),
+        entry=None if o.entry_value is None else entry_table(o.entry_value, o.reward))
 
 
 def play_match(agent_a: Agent, agent_b: Agent, num_deals: int, key: jax.Array, *,
-               game: Game) -> MatchResult:
+               game: Game, record_entry: bool = False) -> MatchResult:
     """``2 * num_deals`` games between two agents in duplicate format, batched on device.
 
     Args:
       agent_a, agent_b: the players; results are from ``agent_a``'s point of view.
       num_deals: deals to play; each is played twice with seats swapped.
       key: a ``jax.random.key``; the same key gives the same deals and games.
+      record_entry: also say where the games were decided (``MatchResult.entry``; a
+        game with an exact solver). The games are the same either way.
     """
     if int(num_deals) < 1:
         raise ValueError(f"num_deals must be at least 1, got {num_deals}")
+    if record_entry and game.exact_values is None:
+        raise ValueError(f"where games are decided needs an exact solver (Game.exact_values); {game.name} has none")
     deal_key, play_key = jax.random.split(key)
     deal_keys = jax.random.split(deal_key, int(num_deals))
-    outcomes = _compiled_match(agent_a, agent_b, game)(deal_keys, play_key)
+    outcomes = _compiled_match(agent_a, agent_b, game, bool(record_entry))(deal_keys, play_key)
     return summarize(outcomes, agent_a.name, agent_b.name)
 
 

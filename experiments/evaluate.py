@@ -20,6 +20,11 @@ is 130. Bad agent names, unreadable checkpoints and an unwritable ``--json`` pat
 in one line and exit code 2. When the output is not a terminal, tables are printed
 whole (no truncated cells).
 
+``--decided`` also says where the games were decided (a game with an exact solver):
+for each pairing, the games by the agent's exact result at the endgame's entry (the first
+position the solver solves; best play from there) and by final result. Entered won and not
+won: thrown away in the endgame; entered drawn or lost and won: given by the opponent.
+
 ``--endgames`` instead scores each ``--agent`` (comma-separated specs) on the fixed
 suite of solved Beasty Bar endgame positions (``beastybar_jax.games.beastybar.endgame.suite``): the
 share of positions where its move keeps the best result, the shares where it throws
@@ -79,6 +84,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "With --endgames: suite positions to use (default all)")
     parser.add_argument("--endgames", action="store_true",
                         help="score --agent (comma-separated specs) on the solved endgame suite instead of matches")
+    parser.add_argument("--decided", action="store_true",
+                        help="also tabulate the games by exact result at the endgame's entry and final result")
     parser.add_argument("--suite", metavar="PATH", help="with --endgames: a suite file (default: the package's)")
     parser.add_argument("--seed", type=seed_arg, default=0, help="match seed, in [0, 2**63) (default 0)")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON to PATH")
@@ -91,7 +98,11 @@ def parse_args(argv=None) -> argparse.Namespace:
             parser.error(f"--endgames: the endgame suite is Beasty Bar's; {args.game} has none")
         if args.games is not None and args.games < 1:
             parser.error(f"--games must be at least 1 (got {args.games})")
+        if args.decided:
+            parser.error("--decided applies to matches, not to --endgames")
         return args
+    if args.decided and get_game(args.game).exact_values is None:
+        parser.error(f"--decided needs a game with an exact solver; {args.game} has none")
     if args.suite is not None:
         parser.error("--suite only applies with --endgames")
     args.games = 1000 if args.games is None else args.games
@@ -114,37 +125,15 @@ def _row(r: MatchResult) -> list[str]:
 
 
 def print_tables(results, elo_rows, plain: bool = False, out=None) -> None:
-    out = out or sys.stdout
     headers = ["agent", "opponent", "games", "W-D-L", "win rate", "score [95% CI]", "margin"]
     elo_headers = ["agent", "Elo", "games", "score"]
     elo_cells = [[row.name, f"{row.elo:+.0f}", str(row.games), f"{100 * row.score:.1f}%"] for row in elo_rows]
-    if not plain:
-        try:
-            from rich.console import Console
-            from rich.table import Table
-        except ImportError:  # rich is a dependency, but plain text always works
-            plain = True
-    if plain:
-        for head, rows in ((headers, [_row(r) for r in results]), (elo_headers, elo_cells)):
-            widths = [max(len(h), *(len(c[i]) for c in rows)) if rows else len(h) for i, h in enumerate(head)]
-            print("  ".join(h.ljust(w) for h, w in zip(head, widths)), file=out)
-            for cells in rows:
-                print("  ".join(c.ljust(w) for c, w in zip(cells, widths)), file=out)
-            print(file=out)
-        return
-    console = _console(out)
-    table = Table(title="duplicate matches (win rate = wins / games)")
-    for h in headers:
-        table.add_column(h, justify="left" if h in ("agent", "opponent") else "right")
-    for r in results:
-        table.add_row(*_row(r))
-    console.print(table)
-    elo = Table(title="Elo (Bradley-Terry fit; random = 0 when present)")
-    for h in elo_headers:
-        elo.add_column(h, justify="left" if h == "agent" else "right")
-    for cells in elo_cells:
-        elo.add_row(*cells)
-    console.print(elo)
+    for title, head, rows, left in (
+            ("duplicate matches (win rate = wins / games)", headers, [_row(r) for r in results], ("agent", "opponent")),
+            ("Elo (Bradley-Terry fit; random = 0 when present)", elo_headers, elo_cells, ("agent",))):
+        _print_table(title, head, rows, left, plain, out)
+        if plain:
+            print(file=out or sys.stdout)
 
 
 def _console(out):
@@ -196,7 +185,8 @@ def run(args: argparse.Namespace, log=print, finished: list | None = None) -> di
                 signals.check()
             log(f"[{index + 1}/{len(pairs)}] {a.name} vs {b.name}: {games} games ...")
             start = time.perf_counter()
-            result = play_match(a, b, num_deals, jax.random.fold_in(key, index), game=game)
+            result = play_match(a, b, num_deals, jax.random.fold_in(key, index), game=game,
+                                record_entry=args.decided)
             finished.append((result, time.perf_counter() - start))
         if signals is not None:
             signals.check()
@@ -264,25 +254,45 @@ def run_endgames(args: argparse.Namespace, log=print) -> dict:
 
 
 def print_endgame_table(scores, plain: bool = False, out=None) -> None:
-    out = out or sys.stdout
     pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
     rows = [[s.agent, str(s.positions), pct(s.keeps_result), pct(s.throws_win), pct(s.throws_draw),
              pct(s.best_margin), f"{s.margin_lost:.2f}"] for s in scores]
+    _print_table("solved endgames (moves against best play)", ENDGAME_HEADERS, rows, ("agent",), plain, out)
+
+
+ENTRY_HEADERS = ["agent", "opponent", "at entry W-D-L", "entered won: W-D-L", "entered drawn: W-D-L",
+                 "entered lost: W-D-L", "no entry"]
+
+
+def print_entry_table(results, plain: bool = False, out=None) -> None:
+    """``--decided``: each pairing's games by exact result at the endgame's entry, then
+    by final result (``MatchResult.entry``)."""
+    wdl = lambda finals: "-".join(str(finals[r]) for r in ("win", "draw", "loss"))  # noqa: E731
+    rows = [[r.agent, r.opponent, "-".join(str(sum(r.entry[at].values())) for at in ("win", "draw", "loss")),
+             wdl(r.entry["win"]), wdl(r.entry["draw"]), wdl(r.entry["loss"]), str(sum(r.entry["none"].values()))]
+            for r in results]
+    _print_table("where the games were decided (exact result at the endgame's entry, then final)",
+                 ENTRY_HEADERS, rows, ("agent", "opponent"), plain, out)
+
+
+def _print_table(title: str, headers: list[str], rows: list[list[str]], left: tuple, plain: bool, out) -> None:
+    """One table, with rich or (``plain``, or rich missing) as aligned text; the
+    ``left`` columns are left-aligned."""
+    out = out or sys.stdout
     if not plain:
         try:
-            from rich.console import Console
             from rich.table import Table
         except ImportError:
             plain = True
     if plain:
-        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(ENDGAME_HEADERS)]
-        print("  ".join(h.ljust(w) for h, w in zip(ENDGAME_HEADERS, widths)), file=out)
+        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+        print("  ".join(h.ljust(w) for h, w in zip(headers, widths)), file=out)
         for cells in rows:
             print("  ".join(c.ljust(w) for c, w in zip(cells, widths)), file=out)
         return
-    table = Table(title="solved endgames (moves against best play)")
-    for h in ENDGAME_HEADERS:
-        table.add_column(h, justify="left" if h == "agent" else "right")
+    table = Table(title=title)
+    for h in headers:
+        table.add_column(h, justify="left" if h in left else "right")
     for cells in rows:
         table.add_row(*cells)
     _console(out).print(table)
@@ -323,6 +333,8 @@ def main(argv=None) -> int:
     signum = report.pop("_signum")
     if results:
         print_tables(results, elo, plain=args.plain)
+        if args.decided:
+            print_entry_table(results, plain=args.plain)
     if args.json and results:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)

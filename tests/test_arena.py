@@ -1,7 +1,9 @@
-"""The arena: duplicate format, match statistics, Elo fitting and the evaluate CLI.
+"""The arena: duplicate format, match statistics, Elo fitting, where games are decided
+and the evaluate CLI.
 
-Two compiled matches for the whole module (heuristic vs random, random vs random);
-everything else reuses them or works on hand-made results.
+Two compiled matches for the whole module (heuristic vs random, random vs random), and
+the first again recording where its games were decided; everything else reuses them or
+works on hand-made results.
 """
 
 from __future__ import annotations
@@ -160,3 +162,71 @@ def test_evaluate_cli(random_vs_random, tmp_path, capsys):
     # bad specs: a clear message and exit code 2, no traceback
     assert evaluate.main(["--agent", "random", "--opponents", "nonsense"]) == 2
     assert "unknown agent 'nonsense'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- where games are decided
+
+def test_entry_values_are_the_solvers_result_at_each_games_first_solvable_position():
+    """``arena._entry_values`` against a computation by hand: the first state of each game
+    that ``positions.is_solvable`` accepts, solved (``test_endgame`` checks the solver
+    against full enumeration), its result turned to the seat's side."""
+    from beastybar_jax.games.beastybar.endgame import positions
+
+    num_games = 6
+    history = jax.device_get(positions.play_recorded(make_agent("heuristic"), make_agent("random"), num_games,
+                                                     jax.random.key(5)))
+    seat = np.array([0, 1, 0, 1, 1, 0], np.int32)
+    got = np.asarray(arena._entry_values(history, seat, game.BEASTYBAR))
+    solvable = np.asarray(positions.solvable_mask(jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), history)))
+    first_turn = solvable.reshape(history.turn.shape).argmax(axis=0)
+    entry = jax.tree.map(lambda x: x[first_turn, np.arange(num_games)], history)
+    # Solved as many at once as _entry_values solves (the whole history), so that the
+    # solver's loops compiled for it serve here too.
+    tiled = jax.tree.map(lambda x: np.resize(x, (solvable.size,) + x.shape[1:]), entry)
+    solved, value = game.BEASTYBAR.exact_values(tiled, 0)
+    assert np.asarray(solved).all()
+    result = np.asarray(value)[:num_games]
+    expected = np.where(np.asarray(entry.current_player) == seat, result, -result)
+    np.testing.assert_array_equal(got, expected)
+    assert set(got.tolist()) <= {-1.0, 0.0, 1.0}
+
+
+def test_record_entry_plays_the_same_games_and_tabulates_them(heuristic_vs_random):
+    deal_keys, o, plain = heuristic_vs_random
+    heuristic, random = make_agent("heuristic"), make_agent("random")
+    recorded = jax.device_get(arena._compiled_match(heuristic, random, game.BEASTYBAR, True)(
+        deal_keys, jax.random.key(2)))
+    np.testing.assert_array_equal(recorded.reward, o.reward)
+    np.testing.assert_array_equal(recorded.margin, o.margin)
+    result = summarize(recorded, "heuristic", "random")
+    assert plain.entry is None
+    entry = result.entry
+    assert sum(entry["none"].values()) == 0  # every Beasty Bar game reaches a solvable position
+    # by final result, the table's columns add up to the match's W-D-L
+    assert [sum(entry[at][end] for at in entry) for end in ("win", "draw", "loss")] == [
+        result.wins, result.draws, result.losses]
+    # ... and by entry result its rows count the exact results at entry
+    entry_result = np.sign(recorded.entry_value)
+    assert [sum(entry[at].values()) for at in ("win", "draw", "loss")] == [
+        int((entry_result == v).sum()) for v in (1, 0, -1)]
+    mirrored = result.mirrored().entry
+    assert mirrored["loss"]["draw"] == entry["win"]["draw"] and mirrored["win"]["loss"] == entry["loss"]["win"]
+
+
+def test_evaluate_decided_prints_where_the_games_were_decided(heuristic_vs_random, capsys):
+    """``--decided`` after the match tables; refused with ``--endgames`` and for a game
+    without a solver."""
+    evaluate = experiment("evaluate")
+    games = 2 * HEURISTIC_DEALS  # the size of the match compiled above
+    assert evaluate.main(["--agent", "heuristic", "--opponents", "random", "--games", str(games), "--decided",
+                          "--plain"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("agent") and "at entry W-D-L" in line)
+    cells = lines[header + 1].split()
+    assert cells[:2] == ["heuristic", "random"]
+    assert sum(int(n) for n in cells[2].split("-")) == games and cells[-1] == "0"
+    for argv, message in ((["--endgames", "--agent", "random", "--decided"], "--decided applies to matches"),
+                          (["--game", "tictactoe", "--agent", "random", "--decided"], "tictactoe has none")):
+        with pytest.raises(SystemExit):
+            evaluate.parse_args(argv)
+        assert message in capsys.readouterr().err

@@ -65,7 +65,7 @@ def test_evaluate_checks_the_json_path_before_playing(tmp_path, monkeypatch, cap
 def test_ctrl_c_in_evaluate_keeps_and_prints_the_finished_pairings(tmp_path, monkeypatch, capsys):
     """Row 10: Ctrl-C during the second pairing: the first one is printed and written
     (marked interrupted), exit code 130."""
-    def play_match(agent, opponent, num_deals, key, game=None):
+    def play_match(agent, opponent, num_deals, key, game=None, record_entry=False):
         if opponent.name == "heuristic":
             raise KeyboardInterrupt
         return fake_result(agent.name, opponent.name)

@@ -123,10 +123,14 @@ def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, mo
 
     monkeypatch.setattr(endgame_suite, "evaluate_agent", evaluate_agent)
 
-    def play_match(agent_a, agent_b, num_deals, key, game=None):
+    def play_match(agent_a, agent_b, num_deals, key, game=None, record_entry=False):
         played.append((agent_a.name, agent_b.name))
+        finals = {"win": num_deals, "draw": 0, "loss": 0}
+        entry = {"win": finals, "draw": dict(finals, win=0), "loss": dict(finals, win=0, loss=num_deals),
+                 "none": dict(finals, win=0)} if record_entry else None
         return MatchResult(agent=agent_a.name, opponent=agent_b.name, games=2 * num_deals, wins=num_deals, draws=0,
-                           losses=num_deals, win_rate=0.5, score=0.5, score_ci95=(0.1, 0.9), mean_margin=0.0)
+                           losses=num_deals, win_rate=0.5, score=0.5, score_ci95=(0.1, 0.9), mean_margin=0.0,
+                           entry=entry)
 
     monkeypatch.setattr(evaluate, "play_match", play_match)
     argv = with_trained_runs(argv_of(command, "experiments/evaluate.py"), trained_run)
