@@ -20,8 +20,9 @@ Statistics (``MatchResult``, from agent A's point of view):
   the games were decided. For each game, the exact result for A (best play by both
   from there, ``Game.exact_values``) at the first position the solver solves, the
   endgame's entry (Beasty Bar: the opponent's deck empty, the mover's at most one
-  card), against the final result. A game entered won and not won was thrown away in
-  the endgame; one entered lost and not lost was given away by the opponent.
+  card), against the final result. Under best play by both the result stays the entry's:
+  a game that ends worse for A was thrown away by A in the endgame, one that ends better
+  was given away by B.
 
 ``elo_table`` fits Elo ratings to any set of pairwise results by the Bradley-Terry
 maximum-likelihood fit on scores (draws count half), with one virtual drawn game
@@ -130,7 +131,8 @@ def _entry_values(history, agent_seat: jax.Array, game: Game) -> jax.Array:
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled_match(agent_a: Agent, agent_b: Agent, game: Game, record_entry: bool = False):
+def _compiled_match(agent_a: Agent, agent_b: Agent, game: Game, record_entry: bool):
+    # record_entry without a default: (a, b, g) and (a, b, g, False) would be two cache keys.
     return jax.jit(functools.partial(play_games, agent_a, agent_b, game=game, record_entry=record_entry))
 
 

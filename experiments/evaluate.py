@@ -22,8 +22,9 @@ whole (no truncated cells).
 
 ``--decided`` also says where the games were decided (a game with an exact solver):
 for each pairing, the games by the agent's exact result at the endgame's entry (the first
-position the solver solves; best play from there) and by final result. Entered won and not
-won: thrown away in the endgame; entered drawn or lost and won: given by the opponent.
+position the solver solves; best play from there) and by final result. A final result
+worse than the entry's: thrown away by the agent in the endgame; better: given away by the
+opponent.
 
 ``--endgames`` instead scores each ``--agent`` (comma-separated specs) on the fixed
 suite of solved Beasty Bar endgame positions (``beastybar_jax.games.beastybar.endgame.suite``): the
@@ -131,8 +132,7 @@ def print_tables(results, elo_rows, plain: bool = False, out=None) -> None:
     for title, head, rows, left in (
             ("duplicate matches (win rate = wins / games)", headers, [_row(r) for r in results], ("agent", "opponent")),
             ("Elo (Bradley-Terry fit; random = 0 when present)", elo_headers, elo_cells, ("agent",))):
-        _print_table(title, head, rows, left, plain, out)
-        if plain:
+        if _print_table(title, head, rows, left, plain, out):
             print(file=out or sys.stdout)
 
 
@@ -275,9 +275,9 @@ def print_entry_table(results, plain: bool = False, out=None) -> None:
                  ENTRY_HEADERS, rows, ("agent", "opponent"), plain, out)
 
 
-def _print_table(title: str, headers: list[str], rows: list[list[str]], left: tuple, plain: bool, out) -> None:
+def _print_table(title: str, headers: list[str], rows: list[list[str]], left: tuple, plain: bool, out) -> bool:
     """One table, with rich or (``plain``, or rich missing) as aligned text; the
-    ``left`` columns are left-aligned."""
+    ``left`` columns are left-aligned. Returns whether it printed aligned text."""
     out = out or sys.stdout
     if not plain:
         try:
@@ -289,13 +289,14 @@ def _print_table(title: str, headers: list[str], rows: list[list[str]], left: tu
         print("  ".join(h.ljust(w) for h, w in zip(headers, widths)), file=out)
         for cells in rows:
             print("  ".join(c.ljust(w) for c, w in zip(cells, widths)), file=out)
-        return
+        return True
     table = Table(title=title)
     for h in headers:
         table.add_column(h, justify="left" if h in left else "right")
     for cells in rows:
         table.add_row(*cells)
     _console(out).print(table)
+    return False
 
 
 def main(argv=None) -> int:
@@ -366,6 +367,8 @@ def _keep_finished(args, finished: list, signum: int) -> str:
     results, elo = report.pop("_results"), report.pop("_elo")
     report.pop("pairings")
     print_tables(results, elo, plain=args.plain)
+    if args.decided:
+        print_entry_table(results, plain=args.plain)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)

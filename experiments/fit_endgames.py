@@ -20,7 +20,8 @@ with another ``--seed`` it carries on with fresh positions). The
 positions come from games other than the suite's (other seeds). With ``--out DIR`` the
 trained network is written as the shipped champion is (``checkpoint.save_exported``), for
 ``evaluate.py --agent checkpoint:DIR`` and notebooks (``checkpoint.load_exported``).
-``--dry-run`` loads ``--init``, applies the ``--set``s and builds the network, then stops.
+``--dry-run`` loads ``--init``, applies the ``--set``s and makes the network (its config
+validated, its parameters not initialized), then stops.
 """
 
 from __future__ import annotations

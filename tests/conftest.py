@@ -8,13 +8,15 @@ compilation cache in a fresh directory (removed at the end), or in
 CI leaves it unset so its timings stay honest). ``JAX_COMPILATION_CACHE_DIR`` is
 exported too, so the command lines the tests start (``experiments/train.py`` in a
 subprocess, the notebook's kernel) load what an earlier test compiled. An explicit
-``JAX_COMPILATION_CACHE_DIR`` is kept as it is. Worker processes inherit the
-environment, so they share the directory.
+``JAX_COMPILATION_CACHE_DIR`` is kept as it is. Each pytest-xdist worker (which
+inherits the controller's environment) and the command lines it starts use a
+subdirectory of their own: JAX writes an entry in place, so a worker could otherwise
+read one that the other is still writing.
 
 **One GPU, several processes.** The tests run in two worker processes (pytest-xdist,
 whole files to a worker) and start command lines of their own; on a GPU each would take
 75% of its memory by default, so ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` is set (and
-exported) unless already set.
+exported) unless already set, before the first JAX array is made.
 
 **Time per file.** The terminal summary lists the seconds spent in each test file
 (setup, call and teardown of its tests) with the load average at the start and at
@@ -30,11 +32,14 @@ import shutil
 import tempfile
 import time
 
-import jax
-import pytest
+# Before anything imports JAX's backends (the game modules build arrays as they load).
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
 
 
-from helpers import REPO_ROOT, running_in_ci
+from helpers import REPO_ROOT, running_in_ci  # noqa: E402
 
 CORPUS = REPO_ROOT / "tests" / "data" / "reference_random_games.jsonl.gz"
 
@@ -43,8 +48,6 @@ _SESSION: dict = {}
 
 
 def pytest_configure(config):
-    # Before any backend starts; the controller's environment reaches the workers and subprocesses.
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         cache = os.environ["JAX_COMPILATION_CACHE_DIR"]
     elif os.environ.get("BEASTYBAR_TEST_CACHE_DIR"):
@@ -53,6 +56,11 @@ def pytest_configure(config):
     else:
         cache = tempfile.mkdtemp(prefix="beastybar_test_jax_cache_")
         _SESSION["remove_cache"] = cache
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", ... in pytest-xdist's workers
+    if worker:
+        # JAX writes cache entries in place: a worker could read one the other is writing.
+        cache = os.path.join(cache, worker)
+        os.makedirs(cache, exist_ok=True)
     os.environ["JAX_COMPILATION_CACHE_DIR"] = cache
     jax.config.update("jax_compilation_cache_dir", cache)
     _SESSION.update(cache=cache, start=time.time(), load_start=_load(), per_file=collections.Counter())

@@ -32,7 +32,7 @@ RANDOM_DEALS = 100
 def heuristic_vs_random():
     heuristic, random = make_agent("heuristic"), make_agent("random")
     deal_keys = jax.random.split(jax.random.key(1), HEURISTIC_DEALS)
-    outcomes = jax.device_get(arena._compiled_match(heuristic, random, game.BEASTYBAR)(
+    outcomes = jax.device_get(arena._compiled_match(heuristic, random, game.BEASTYBAR, False)(
         deal_keys, jax.random.key(2)))
     return deal_keys, outcomes, summarize(outcomes, "heuristic", "random")
 
@@ -211,6 +211,20 @@ def test_record_entry_plays_the_same_games_and_tabulates_them(heuristic_vs_rando
         int((entry_result == v).sum()) for v in (1, 0, -1)]
     mirrored = result.mirrored().entry
     assert mirrored["loss"]["draw"] == entry["win"]["draw"] and mirrored["win"]["loss"] == entry["loss"]["win"]
+
+
+def test_between_exact_endgame_players_every_game_ends_as_it_entered_the_endgame():
+    """``solver+random`` plays the solver's moves in every solvable position: with it on
+    both sides nothing is thrown away after the entry, so each game's final result is its
+    exact result at the entry, from the right side (a wrong sign fails here)."""
+    exact = make_agent("solver+random")
+    deals = 6
+    result = play_match(exact, exact, deals, jax.random.key(7), game=game.BEASTYBAR, record_entry=True)
+    entry = result.entry
+    off_diagonal = {(at, end): n for at, finals in entry.items() for end, n in finals.items() if n and at != end}
+    assert off_diagonal == {}, entry
+    assert sum(entry[at][at] for at in ("win", "draw", "loss")) == 2 * deals
+    assert entry["win"]["win"] > 0 and entry["loss"]["loss"] > 0
 
 
 def test_evaluate_decided_prints_where_the_games_were_decided(heuristic_vs_random, capsys):
