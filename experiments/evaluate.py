@@ -49,7 +49,7 @@ import warnings
 import jax
 
 from beastybar_jax.agents import agent_names, default_opponent, make_agent
-from beastybar_jax.arena import MatchResult, elo_table, play_match
+from beastybar_jax.arena import RESULTS, MatchResult, elo_table, play_match
 from beastybar_jax.cli import OneLineParser, check_writable_file, int_in_range, seed as seed_arg
 from beastybar_jax.games import GAME_NAMES, get_game
 from beastybar_jax.training.interrupt import Interrupted, active_command, signal_name, when_forced
@@ -123,6 +123,13 @@ def _row(r: MatchResult) -> list[str]:
     lo, hi = r.score_ci95
     return [r.agent, r.opponent, str(r.games), f"{r.wins}-{r.draws}-{r.losses}", f"{100 * r.win_rate:.1f}%",
             f"{100 * r.score:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]", f"{r.mean_margin:+.2f}"]
+
+
+def print_results(results, elo_rows, args) -> None:
+    """The match and Elo tables, and with ``--decided`` where the games were decided."""
+    print_tables(results, elo_rows, plain=args.plain)
+    if args.decided:
+        print_entry_table(results, plain=args.plain)
 
 
 def print_tables(results, elo_rows, plain: bool = False, out=None) -> None:
@@ -267,9 +274,9 @@ ENTRY_HEADERS = ["agent", "opponent", "at entry W-D-L", "entered won: W-D-L", "e
 def print_entry_table(results, plain: bool = False, out=None) -> None:
     """``--decided``: each pairing's games by exact result at the endgame's entry, then
     by final result (``MatchResult.entry``)."""
-    wdl = lambda finals: "-".join(str(finals[r]) for r in ("win", "draw", "loss"))  # noqa: E731
-    rows = [[r.agent, r.opponent, "-".join(str(sum(r.entry[at].values())) for at in ("win", "draw", "loss")),
-             wdl(r.entry["win"]), wdl(r.entry["draw"]), wdl(r.entry["loss"]), str(sum(r.entry["none"].values()))]
+    wdl = lambda finals: "-".join(str(finals[end]) for end in RESULTS)  # noqa: E731
+    rows = [[r.agent, r.opponent, "-".join(str(sum(r.entry[at].values())) for at in RESULTS),
+             *(wdl(r.entry[at]) for at in RESULTS), str(sum(r.entry["none"].values()))]
             for r in results]
     _print_table("where the games were decided (exact result at the endgame's entry, then final)",
                  ENTRY_HEADERS, rows, ("agent", "opponent"), plain, out)
@@ -333,9 +340,7 @@ def main(argv=None) -> int:
     results, elo = report.pop("_results"), report.pop("_elo")
     signum = report.pop("_signum")
     if results:
-        print_tables(results, elo, plain=args.plain)
-        if args.decided:
-            print_entry_table(results, plain=args.plain)
+        print_results(results, elo, args)
     if args.json and results:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
@@ -366,9 +371,7 @@ def _keep_finished(args, finished: list, signum: int) -> str:
     report = match_report(args, get_game(args.game), done, -1, True)
     results, elo = report.pop("_results"), report.pop("_elo")
     report.pop("pairings")
-    print_tables(results, elo, plain=args.plain)
-    if args.decided:
-        print_entry_table(results, plain=args.plain)
+    print_results(results, elo, args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
