@@ -109,19 +109,10 @@ def test_training_commands_validate(where, command, capsys):
     assert "config ok" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/evaluate.py" in c[1]])
-def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, monkeypatch):
-    evaluate = experiment("evaluate")
+def stub_match(played: list):
+    """``arena.play_match`` that plays nothing: it notes the pairing in ``played`` and
+    returns a made-up result (with an entry table when asked for one)."""
     from beastybar_jax.arena import MatchResult
-    from beastybar_jax.games.beastybar.endgame import suite as endgame_suite
-
-    played = []
-
-    def evaluate_agent(agent, suite, key, chunk=None):  # --endgames: agents built, their moves stubbed
-        played.append(agent.name)
-        return endgame_suite.score_moves(suite, suite.legal.argmax(axis=1), agent.name)
-
-    monkeypatch.setattr(endgame_suite, "evaluate_agent", evaluate_agent)
 
     def play_match(agent_a, agent_b, num_deals, key, game=None, record_entry=False):
         played.append((agent_a.name, agent_b.name))
@@ -132,7 +123,22 @@ def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, mo
                            losses=num_deals, win_rate=0.5, score=0.5, score_ci95=(0.1, 0.9), mean_margin=0.0,
                            entry=entry)
 
-    monkeypatch.setattr(evaluate, "play_match", play_match)
+    return play_match
+
+
+@pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/evaluate.py" in c[1]])
+def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, monkeypatch):
+    evaluate = experiment("evaluate")
+    from beastybar_jax.games.beastybar.endgame import suite as endgame_suite
+
+    played = []
+
+    def evaluate_agent(agent, suite, key, chunk=None):  # --endgames: agents built, their moves stubbed
+        played.append(agent.name)
+        return endgame_suite.score_moves(suite, suite.legal.argmax(axis=1), agent.name)
+
+    monkeypatch.setattr(endgame_suite, "evaluate_agent", evaluate_agent)
+    monkeypatch.setattr(evaluate, "play_match", stub_match(played))
     argv = with_trained_runs(argv_of(command, "experiments/evaluate.py"), trained_run)
     report = tmp_path / "results.json"
     assert evaluate.main(argv + ["--games", "4", "--plain", "--json", str(report)]) == 0
@@ -141,6 +147,27 @@ def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, mo
     named = argv[argv.index(listed[0]) + 1].split(",") if listed else []
     assert played and all(name in out for name in named), (named, out)
     assert len(json.loads(report.read_text())["results"]) == len(played)
+
+
+@pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/value_of_information.py" in c[1]])
+def test_value_of_information_commands_run(where, command, trained_run, capsys, monkeypatch):
+    """The agent of every sight (fair, seeing the hand, seeing all cards) is built and
+    meets every opponent; the matches are stubbed as above."""
+    experiment("evaluate")  # the sibling module the script imports its tables from
+    voi = experiment("value_of_information")
+    from beastybar_jax import arena
+
+    played = []
+    monkeypatch.setattr(arena, "play_match", stub_match(played))
+    argv = with_trained_runs(argv_of(command, "experiments/value_of_information.py"), trained_run)
+    assert voi.main(argv + ["--games", "4", "--plain"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    agent = argv[argv.index("--agent") + 1]
+    opponents = argv[argv.index("--opponents") + 1].split(",")
+    sights = voi.parse_args(argv).sights
+    names = [{"fair": agent, "hand": f"{agent} seeing the hand", "all": f"{agent} seeing all cards"}[s] for s in sights]
+    assert played == [(name, o) for name in names for o in opponents]
+    assert all(name in out for name in names) and "entered won" in out
 
 
 @pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/fit_endgames.py" in c[1]])

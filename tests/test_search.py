@@ -269,6 +269,32 @@ def test_search_only_sees_what_the_mover_knows(searchers, network_params):
         jax.tree.map(np.testing.assert_array_equal, out, twin_out)
 
 
+def test_the_value_of_information_diagnostic_sees_the_hidden_cards(capsys):
+    """``experiments/value_of_information.py`` breaks the rule above on purpose. Seeing
+    "all", its worlds are the true states; seeing the "hand", they hold both true hands
+    and each true deck's cards in a shuffled order. Only a searching agent can be built
+    so; another spec is one line and exit code 2."""
+    import value_of_information  # experiments/
+
+    from beastybar_jax.agents import AgentSpecError
+
+    states = random_positions(seed=3, finished=0)
+    key = jax.random.key(7)
+    twice = lambda x: np.repeat(np.asarray(x), 2, axis=0)  # noqa: E731  (two worlds per state)
+    worlds = {sight: compile_fast(lambda s, k: sample_worlds(value_of_information.seeing_game(GAME, sight), s, k, 2),
+                                  states, key)(states, key) for sight in ("hand", "all")}
+    jax.tree.map(np.testing.assert_array_equal, worlds["all"], jax.tree.map(twice, states))
+    np.testing.assert_array_equal(worlds["hand"].hand, twice(states.hand))
+    np.testing.assert_array_equal(np.sort(np.asarray(worlds["hand"].deck), axis=-1),
+                                  np.sort(twice(states.deck), axis=-1))
+    assert not np.array_equal(np.asarray(worlds["hand"].deck), twice(states.deck))  # the orders are drawn
+    assert value_of_information.seeing_agent("mcts-4", GAME, "all").name == "mcts-4 seeing all cards"
+    with pytest.raises(AgentSpecError, match="does not search"):
+        value_of_information.seeing_agent("heuristic", GAME, "hand")
+    assert value_of_information.main(["--agent", "champion"]) == 2
+    assert "does not search" in capsys.readouterr().err
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("algorithm", sorted(CONFIGS))
 @pytest.mark.parametrize("add_noise", [True, False])
