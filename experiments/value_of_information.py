@@ -4,22 +4,24 @@ opponents on the same deals, with its search run on worlds drawn from three sigh
     python experiments/value_of_information.py --agent champion@sims=32 --opponents heuristic,outcome_heuristic --games 1000
 
 - ``fair``: the agent as it is: worlds sampled from what the mover knows;
-- ``hand``: worlds that also know the opponent's hand (both decks still shuffled): the
-  most a perfect belief over the opponent's hand could give;
+- ``hand``: worlds that also know the opponent's hand (both decks still shuffled): a
+  ceiling on what any belief over the opponent's hand could give this search;
 - ``all``: the true state, the opponent's hand and the order of both decks.
 
 A diagnostic that breaks information-set fairness on purpose, to bound what a better
 belief over the opponent's cards could buy (docs/strength.md, "What the hidden cards
 cost"). The seeing agents are the agent built for a copy of the game whose
-``sample_world`` draws from more than the mover knows, so only their trees see more; their
-network still sees only the mover's observation. They are not agents of the registry and
-nothing else in the project uses them.
+``sample_world`` draws from more than the mover knows: only their worlds differ. The network
+is the same; at the root it reads the mover's observation, below it the observations of
+the seeing worlds (at the opponent's nodes, the opponent's true hand). They are not agents
+of the registry and nothing else in the project uses them.
 
 Every match is tabulated as ``evaluate.py --decided`` does: where each was decided (the
 exact result at the endgame's entry) says whether knowing the cards wins the middle game or
 only the endgame. The fair matches are those of ``evaluate.py --agent SPEC --opponents ...
 --games N --seed S --decided`` (same deals and draws). Bad specs end in one line and exit
-code 2.
+code 2; Ctrl-C (or SIGTERM) stops after the match being played, prints the finished ones and
+exits with 130 (143).
 """
 
 from __future__ import annotations
@@ -36,10 +38,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agent", required=True,
                         help="a searching agent spec: a network with @sims=N, or mcts-N")
-    parser.add_argument("--opponents", default="heuristic,outcome_heuristic", help="comma-separated specs")
-    parser.add_argument("--games", type=int_in_range(2, 10_000_000), default=1000,
-                        help="games per pairing (even: each deal is played twice with seats swapped)")
-    parser.add_argument("--seed", type=seed_arg, default=0)
+    parser.add_argument("--opponents", default="heuristic,outcome_heuristic",
+                        help="comma-separated specs (default %(default)s)")
+    parser.add_argument("--games", type=int_in_range(1, 10_000_000), default=1000,
+                        help="games per pairing and sight (default %(default)s; each deal is played twice with "
+                             "seats swapped, so an odd number is rounded up)")
+    parser.add_argument("--seed", type=seed_arg, default=0, help="the matches' seed, as evaluate.py's "
+                                                                 "(default %(default)s)")
     parser.add_argument("--sights", default=",".join(SIGHTS),
                         help="comma-separated, from fair, hand, all (default %(default)s)")
     parser.add_argument("--plain", action="store_true", help="tables as plain aligned text")
@@ -48,6 +53,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     unknown = [x for x in args.sights if x not in SIGHTS]
     if unknown or not args.sights:
         parser.error(f"--sights: {', '.join(unknown) or 'none given'}; choose from {', '.join(SIGHTS)}")
+    if len(set(args.sights)) != len(args.sights):
+        parser.error(f"--sights names a sight twice: {','.join(args.sights)}")
     return args
 
 
@@ -95,16 +102,31 @@ def seeing_agent(spec: str, game, sight: str):
     return dataclasses.replace(agent, name=spec + suffix)
 
 
+HEADERS = ["agent", "opponent", "games", "W-D-L", "win rate", "score [95% CI]", "margin"]
+
+
+def print_results(results, plain: bool) -> None:
+    """The match table and ``evaluate.py --decided``'s entry table of ``results``."""
+    from evaluate import _print_table, _row, print_entry_table  # a sibling script (experiments/ is on sys.path)
+
+    if _print_table("duplicate matches (win rate = wins / games)", HEADERS, [_row(r) for r in results],
+                    ("agent", "opponent"), plain, None):
+        print()
+    print_entry_table(results, plain=plain)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     import jax
 
-    from evaluate import _print_table, _row, _specs, print_entry_table  # a sibling script (experiments/ is on sys.path)
+    from evaluate import _interrupted_line, _signum, _specs
 
     from beastybar_jax.agents import make_agent
     from beastybar_jax.arena import play_match
     from beastybar_jax.games import get_game
     from beastybar_jax.training.compilation import enable_compilation_cache
+    from beastybar_jax.training.interrupt import active_command, when_forced
 
     enable_compilation_cache()
     game = get_game("beastybar")
@@ -115,23 +137,47 @@ def main(argv=None) -> int:
         print(f"value_of_information.py: error: {e}", file=sys.stderr)
         return 2
     games = args.games + args.games % 2
+    if games != args.games:
+        log(f"note: --games {args.games} rounded up to {games}: each deal is played twice with seats swapped")
+    pairings = [(agent, index, opponent) for agent in agents for index, opponent in enumerate(opponents)]
     key = jax.random.key(args.seed)
     results = []
-    for agent in agents:
-        for index, opponent in enumerate(opponents):
+
+    def forced(signum: int) -> str:  # a signal while a match compiles or plays: keep the finished ones
+        if results:
+            print_results(list(results), args.plain)
+        return _interrupted_line(signum, len(results), len(pairings))
+
+    signals = active_command()
+    when_forced(forced)
+    try:
+        for agent, index, opponent in pairings:
+            if signals is not None:
+                signals.check()
+            log(f"[{len(results) + 1}/{len(pairings)}] {agent.name} vs {opponent.name}: {games} games ...")
             start = time.perf_counter()
             # evaluate.py's key for pairing ``index``: the fair matches are evaluate.py's.
-            results.append(play_match(agent, opponent, games // 2, jax.random.fold_in(key, index), game=game,
-                                      record_entry=True))
-            print(f"{agent.name} vs {opponent.name}: {results[-1].wins}-{results[-1].draws}-{results[-1].losses} "
-                  f"({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
-    headers = ["agent", "opponent", "games", "W-D-L", "win rate", "score [95% CI]", "margin"]
-    if _print_table("duplicate matches (win rate = wins / games)", headers, [_row(r) for r in results],
-                    ("agent", "opponent"), args.plain, None):
-        print()
-    print_entry_table(results, plain=args.plain)
+            result = play_match(agent, opponent, games // 2, jax.random.fold_in(key, index), game=game,
+                                record_entry=True)
+            results.append(result)
+            log(f"{agent.name} vs {opponent.name}: {result.wins}-{result.draws}-{result.losses} "
+                f"({time.perf_counter() - start:.0f} s with compilation)")
+        if signals is not None:
+            signals.check()
+        signum = 0
+    except KeyboardInterrupt as e:
+        signum = _signum(e)
+    finally:
+        when_forced(None)
+    if results:
+        print_results(results, args.plain)
+    if signum:
+        log(_interrupted_line(signum, len(results), len(pairings)))
+        return 128 + signum
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from beastybar_jax.training.interrupt import run_command
+
+    run_command(main)

@@ -272,8 +272,9 @@ def test_search_only_sees_what_the_mover_knows(searchers, network_params):
 def test_the_value_of_information_diagnostic_sees_the_hidden_cards(capsys):
     """``experiments/value_of_information.py`` breaks the rule above on purpose. Seeing
     "all", its worlds are the true states; seeing the "hand", they hold both true hands
-    and each true deck's cards in a shuffled order. Only a searching agent can be built
-    so; another spec is one line and exit code 2."""
+    and each true deck's cards in a new order, the rest of the state unchanged; its agents
+    search those worlds. Only a searching agent can be built so; another spec, or a bad
+    ``--sights``, is one line and exit code 2."""
     import value_of_information  # experiments/
 
     from beastybar_jax.agents import AgentSpecError
@@ -284,15 +285,33 @@ def test_the_value_of_information_diagnostic_sees_the_hidden_cards(capsys):
     worlds = {sight: compile_fast(lambda s, k: sample_worlds(value_of_information.seeing_game(GAME, sight), s, k, 2),
                                   states, key)(states, key) for sight in ("hand", "all")}
     jax.tree.map(np.testing.assert_array_equal, worlds["all"], jax.tree.map(twice, states))
-    np.testing.assert_array_equal(worlds["hand"].hand, twice(states.hand))
-    np.testing.assert_array_equal(np.sort(np.asarray(worlds["hand"].deck), axis=-1),
-                                  np.sort(twice(states.deck), axis=-1))
-    assert not np.array_equal(np.asarray(worlds["hand"].deck), twice(states.deck))  # the orders are drawn
-    assert value_of_information.seeing_agent("mcts-4", GAME, "all").name == "mcts-4 seeing all cards"
+    hand_world = worlds["hand"]
+    jax.tree.map(np.testing.assert_array_equal, hand_world.replace(deck=twice(states.deck)),
+                 jax.tree.map(twice, states))  # all but the decks: the true state, both hands included
+    true_decks, drawn = twice(states.deck), np.asarray(hand_world.deck)
+    np.testing.assert_array_equal(np.sort(drawn, axis=-1), np.sort(true_decks, axis=-1))
+    np.testing.assert_array_equal(drawn >= 0, true_decks >= 0)  # the empty slots stay at the back
+    movers = twice(states.current_player)
+    for side in (movers, 1 - movers):  # the mover's deck and the opponent's are both drawn anew
+        rows = np.arange(len(movers))
+        assert not np.array_equal(drawn[rows, side], true_decks[rows, side])
+
+    # The agents search the worlds of the game they were built for.
+    traced = []
+    noting = GAME._replace(sample_world=lambda s, p, k: (traced.append(True), GAME.sample_world(s, p, k))[1])
+    agent = value_of_information.seeing_agent("mcts-2", noting, "hand")
+    assert agent.name == "mcts-2 seeing the hand"
+    jax.eval_shape(agent.act_batch, states, jax.random.split(key, BATCH))
+    assert traced
+
     with pytest.raises(AgentSpecError, match="does not search"):
         value_of_information.seeing_agent("heuristic", GAME, "hand")
     assert value_of_information.main(["--agent", "champion"]) == 2
     assert "does not search" in capsys.readouterr().err
+    for sights in ("fair,fair", "fair,none"):
+        with pytest.raises(SystemExit) as stop:
+            value_of_information.parse_args(["--agent", "champion@sims=2", "--sights", sights])
+        assert stop.value.code == 2 and "--sights" in capsys.readouterr().err
 
 
 @pytest.mark.gpu
