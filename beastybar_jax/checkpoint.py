@@ -28,6 +28,7 @@ import logging
 import os
 import shutil
 import sys
+import traceback
 import warnings
 from typing import Any
 
@@ -72,16 +73,26 @@ class DamagedCheckpointWarning(UserWarning):
     """A damaged checkpoint was skipped for an older, intact one."""
 
 
+def _raised_in_orbax(error: BaseException) -> bool:
+    """Whether ``error`` was raised by TensorStore or passed through orbax's code."""
+    if "tensorstore" in str(error):
+        return True
+    frames = traceback.extract_tb(error.__traceback__) if error.__traceback__ is not None else []
+    return any(f"{os.sep}orbax{os.sep}" in frame.filename for frame in frames)
+
+
 class _QuietOrbaxErrors(logging.Filter):
     """Drops orbax's error logs (each a traceback of a background thread, dozens of
-    lines), asyncio's "exception never retrieved" for TensorStore writes a failed save
-    abandoned, and orbax's note that a directory is opened read-only: every failure of
-    a save or restore reaches the caller as one :class:`CheckpointError` line."""
+    lines), asyncio's "exception never retrieved" for writes a failed save abandoned
+    (TensorStore's, or orbax's own metadata files: whenever the garbage collector finds
+    them, so possibly after the command's error line), and orbax's note that a
+    directory is opened read-only: every failure of a save or restore reaches the caller
+    as one :class:`CheckpointError` line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name == "asyncio":
             error = record.exc_info[1] if record.exc_info else None
-            return not (error is not None and "tensorstore" in str(error))
+            return not (error is not None and _raised_in_orbax(error))
         if f"{os.sep}orbax{os.sep}" not in record.pathname:
             return True
         if record.levelno >= logging.ERROR:

@@ -318,6 +318,34 @@ def test_a_full_disk_ends_in_one_line_with_the_old_checkpoints_intact(tmp_path, 
     assert text.endswith("\n") and iterations(out / "run") == [1, 2, 3, 4, 5, 6]
 
 
+def test_a_write_orbax_abandoned_is_not_reported_again_when_it_is_collected():
+    """Row 9's noise: asyncio reports a failed write that nobody awaited ("Future
+    exception was never retrieved") whenever the garbage collector finds it, possibly
+    after the command's one line. Writes that went through orbax's code (or TensorStore)
+    are dropped; other futures' errors are still reported."""
+    import logging
+
+    from beastybar_jax.checkpoint import _QUIET_ORBAX
+
+    def raised(filename: str) -> BaseException:
+        namespace = {}
+        code = compile("def write():\n    raise OSError(28, 'No space left on device')\n", filename, "exec")
+        exec(code, namespace)
+        try:
+            namespace["write"]()
+        except OSError as e:
+            return e
+
+    def report(error: BaseException) -> logging.LogRecord:
+        return logging.LogRecord("asyncio", logging.ERROR, "base_events.py", 1, "Future exception was never retrieved",
+                                 None, (type(error), error, error.__traceback__))
+
+    orbax_file = os.path.join(os.sep, "venv", "site-packages", "orbax", "checkpoint", "_src", "path", "async_path.py")
+    assert not _QUIET_ORBAX.filter(report(raised(orbax_file)))
+    assert not _QUIET_ORBAX.filter(report(RuntimeError("tensorstore write failed")))
+    assert _QUIET_ORBAX.filter(report(raised(os.path.join(os.sep, "venv", "site-packages", "other", "io.py"))))
+
+
 # ----------------------------------------------------------------------------- damaged checkpoints
 
 
