@@ -1,9 +1,12 @@
 """What the hidden cards cost a searching agent: the same agent played against the same
-opponents on the same deals, with its search run on worlds drawn from three sights.
+opponents on the same deals, with its search run on worlds drawn from four sights.
 
     python experiments/value_of_information.py --agent champion@sims=32 --opponents heuristic,outcome_heuristic --games 1000
 
 - ``fair``: the agent as it is: worlds sampled from what the mover knows;
+- ``half``: worlds that also know two of the cards in the opponent's hand (two at random
+  in each world; the other two drawn fairly): a ceiling for a belief that pins down half
+  of that hand;
 - ``hand``: worlds that also know the opponent's hand (both decks still shuffled): a
   ceiling on what any belief over the opponent's hand could give this search;
 - ``all``: the true state, the opponent's hand and the order of both decks.
@@ -46,7 +49,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seed", type=seed_arg, default=0, help="the matches' seed, as evaluate.py's "
                                                                  "(default %(default)s)")
     parser.add_argument("--sights", default=",".join(SIGHTS),
-                        help="comma-separated, from fair, hand, all (default %(default)s)")
+                        help="comma-separated, from fair, half, hand, all (default %(default)s)")
     parser.add_argument("--plain", action="store_true", help="tables as plain aligned text")
     args = parser.parse_args(argv)
     args.sights = [x.strip() for x in args.sights.split(",") if x.strip()]
@@ -58,22 +61,24 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-SIGHTS = ("fair", "hand", "all")
+SIGHTS = ("fair", "half", "hand", "all")
 
 
 def seeing_game(game, sight: str):
     """Beasty Bar (``game``) whose ``sample_world`` sees more than the mover knows:
-    ``"hand"`` the opponent's hand (the decks shuffled as the fair draw shuffles them),
-    ``"all"`` the true state. ``"fair"`` is ``game`` itself. For this diagnostic only."""
+    ``"half"`` two of the opponent's hand cards (the other two drawn as the fair draw
+    draws them, from the rest of the opponent's unseen cards), ``"hand"`` the opponent's
+    whole hand (the decks shuffled as the fair draw shuffles them), ``"all"`` the true
+    state. ``"fair"`` is ``game`` itself. For this diagnostic only."""
+    import jax
+    import jax.numpy as jnp
+
     if sight == "fair":
         return game
     if sight == "all":
         return game._replace(sample_world=lambda state, player, key: state)
 
-    def sample_world(state, player, key):
-        import jax
-        import jax.numpy as jnp
-
+    def hand_world(state, player, key):
         mine_key, theirs_key = jax.random.split(key)
         # The mover's fair world keeps their hand and shuffles their deck; the opponent's
         # fair world does the same for the opponent: take each side's rows from its own.
@@ -83,13 +88,25 @@ def seeing_game(game, sight: str):
         return state.replace(hand=jnp.where(is_player, mine.hand, theirs.hand),
                              deck=jnp.where(is_player, mine.deck, theirs.deck))
 
-    return game._replace(sample_world=sample_world)
+    def half_world(state, player, key):
+        known_key, world_key = jax.random.split(key)
+        opponent_hand = state.hand[1 - player]
+        # Two of the opponent's hand cards, at random, are known: a fair draw for a table
+        # where the opponent holds only the other two deals those two from the rest.
+        priority = jnp.where(opponent_hand, jax.random.uniform(known_key, opponent_hand.shape), 2.0)
+        known = opponent_hand & (jnp.argsort(jnp.argsort(priority)) < 2)
+        is_opponent = (jnp.arange(2) == 1 - player)[:, None]
+        world = game.sample_world(state.replace(hand=jnp.where(is_opponent, state.hand & ~known, state.hand)),
+                                  player, world_key)
+        return world.replace(hand=jnp.where(is_opponent, world.hand | known, world.hand))
+
+    return game._replace(sample_world=half_world if sight == "half" else hand_world)
 
 
 def seeing_agent(spec: str, game, sight: str):
     """The agent ``spec`` names, its search's worlds drawn with ``sight`` (named ``spec``
-    plus " seeing the hand" / " seeing all cards"). Raises ``AgentSpecError`` for an
-    agent that does not search."""
+    plus " seeing half the hand" / " seeing the hand" / " seeing all cards"). Raises
+    ``AgentSpecError`` for an agent that does not search."""
     import dataclasses
 
     from beastybar_jax.agents import AgentSpecError, make_agent
@@ -98,7 +115,7 @@ def seeing_agent(spec: str, game, sight: str):
     if agent.search_setup is None or agent.search_setup.search is None:
         raise AgentSpecError(f"agent {spec!r} does not search, so it has no worlds to see: "
                              f"name a network with @sims=N (e.g. champion@sims=32) or mcts-N")
-    suffix = {"fair": "", "hand": " seeing the hand", "all": " seeing all cards"}[sight]
+    suffix = {"fair": "", "half": " seeing half the hand", "hand": " seeing the hand", "all": " seeing all cards"}[sight]
     return dataclasses.replace(agent, name=spec + suffix)
 
 

@@ -151,8 +151,8 @@ def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, mo
 
 @pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/value_of_information.py" in c[1]])
 def test_value_of_information_commands_run(where, command, trained_run, capsys, monkeypatch):
-    """The agent of every sight (fair, seeing the hand, seeing all cards) is built and
-    meets every opponent; the matches are stubbed as above."""
+    """The agent of every sight (fair, seeing half the hand, the hand, all cards) is built
+    and meets every opponent; the matches are stubbed as above."""
     experiment("evaluate")  # the sibling module the script imports its tables from
     voi = experiment("value_of_information")
     from beastybar_jax import arena
@@ -165,7 +165,8 @@ def test_value_of_information_commands_run(where, command, trained_run, capsys, 
     agent = argv[argv.index("--agent") + 1]
     opponents = argv[argv.index("--opponents") + 1].split(",")
     sights = voi.parse_args(argv).sights
-    names = [{"fair": agent, "hand": f"{agent} seeing the hand", "all": f"{agent} seeing all cards"}[s] for s in sights]
+    seen = {"fair": "", "half": " seeing half the hand", "hand": " seeing the hand", "all": " seeing all cards"}
+    names = [agent + seen[s] for s in sights]
     assert played == [(name, o) for name in names for o in opponents]
     assert all(name in out for name in names) and "entered won" in out
 

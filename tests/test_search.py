@@ -272,8 +272,8 @@ def test_search_only_sees_what_the_mover_knows(searchers, network_params):
 def test_the_value_of_information_diagnostic_sees_the_hidden_cards(capsys):
     """``experiments/value_of_information.py`` breaks the rule above on purpose. Seeing
     "all", its worlds are the true states; seeing the "hand", they hold both true hands
-    and each true deck's cards in a new order, the rest of the state unchanged; its agents
-    search those worlds. Only a searching agent can be built so; another spec, or a bad
+    and each true deck's cards in a new order, the rest of the state unchanged; seeing
+    "half", at least two of the opponent's true cards; its agents search those worlds. Only a searching agent can be built so; another spec, or a bad
     ``--sights``, is one line and exit code 2."""
     import value_of_information  # experiments/
 
@@ -283,7 +283,7 @@ def test_the_value_of_information_diagnostic_sees_the_hidden_cards(capsys):
     key = jax.random.key(7)
     twice = lambda x: np.repeat(np.asarray(x), 2, axis=0)  # noqa: E731  (two worlds per state)
     worlds = {sight: compile_fast(lambda s, k: sample_worlds(value_of_information.seeing_game(GAME, sight), s, k, 2),
-                                  states, key)(states, key) for sight in ("hand", "all")}
+                                  states, key)(states, key) for sight in ("half", "hand", "all")}
     jax.tree.map(np.testing.assert_array_equal, worlds["all"], jax.tree.map(twice, states))
     hand_world = worlds["hand"]
     jax.tree.map(np.testing.assert_array_equal, hand_world.replace(deck=twice(states.deck)),
@@ -295,6 +295,21 @@ def test_the_value_of_information_diagnostic_sees_the_hidden_cards(capsys):
     for side in (movers, 1 - movers):  # the mover's deck and the opponent's are both drawn anew
         rows = np.arange(len(movers))
         assert not np.array_equal(drawn[rows, side], true_decks[rows, side])
+
+    # Seeing half the hand: the mover's hand and each side's unseen cards are kept, and at
+    # least two of the opponent's cards (all of them where they hold two or fewer) are theirs.
+    half = worlds["half"]
+    rows = np.arange(len(movers))
+    unseen = lambda world, side: np.asarray(world.hand)[rows, side] | np.stack([  # noqa: E731
+        np.isin(np.arange(C.NUM_SPECIES), np.asarray(world.deck)[r, side[r]]) for r in rows])
+    true_states = jax.tree.map(twice, states)
+    np.testing.assert_array_equal(np.asarray(half.hand)[rows, movers], np.asarray(true_states.hand)[rows, movers])
+    for side in (movers, 1 - movers):
+        np.testing.assert_array_equal(unseen(half, side), unseen(true_states, side))
+    true_hand, drawn_hand = np.asarray(true_states.hand)[rows, 1 - movers], np.asarray(half.hand)[rows, 1 - movers]
+    np.testing.assert_array_equal(drawn_hand.sum(-1), true_hand.sum(-1))
+    assert np.all((true_hand & drawn_hand).sum(-1) >= np.minimum(2, true_hand.sum(-1)))
+    assert np.any((true_hand & drawn_hand).sum(-1) < true_hand.sum(-1))  # the rest is drawn
 
     # The agents search the worlds of the game they were built for.
     traced = []
