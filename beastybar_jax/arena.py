@@ -183,11 +183,12 @@ def _mirrored_entry(entry: dict) -> dict:
 def entry_table(entry_value: np.ndarray, reward: np.ndarray) -> dict:
     """``{entry result: {final result: games}}`` from per-game exact results at the
     endgame's entry (NaN: none) and final rewards (``MatchResult.entry``)."""
-    name = lambda v: RESULTS[int(1 - np.sign(v))]  # noqa: E731  (+1 win, 0 draw, -1 loss)
-    table = {at: {end: 0 for end in RESULTS} for at in RESULTS + ("none",)}
-    for at, end in zip(entry_value, reward):
-        table["none" if np.isnan(at) else name(at)][name(end)] += 1
-    return table
+    entry_value, reward = np.asarray(entry_value), np.asarray(reward)
+    # Row / column index: 1 - sign (win 0, draw 1, loss 2); the entry's row 3 is "none".
+    rows = np.where(np.isnan(entry_value), 3, 1 - np.sign(np.nan_to_num(entry_value))).astype(int)
+    counts = np.zeros((4, 3), int)
+    np.add.at(counts, (rows, (1 - np.sign(reward)).astype(int)), 1)
+    return {at: {end: int(n) for end, n in zip(RESULTS, row)} for at, row in zip(RESULTS + ("none",), counts)}
 
 
 def wilson_interval(score: float, n: int, z: float = 1.96) -> tuple[float, float]:

@@ -133,14 +133,20 @@ def print_results(results, elo_rows, args) -> None:
 
 
 def print_tables(results, elo_rows, plain: bool = False, out=None) -> None:
-    headers = ["agent", "opponent", "games", "W-D-L", "win rate", "score [95% CI]", "margin"]
+    """The match table and the Elo table."""
+    print_match_table(results, plain, out)
     elo_headers = ["agent", "Elo", "games", "score"]
     elo_cells = [[row.name, f"{row.elo:+.0f}", str(row.games), f"{100 * row.score:.1f}%"] for row in elo_rows]
-    for title, head, rows, left in (
-            ("duplicate matches (win rate = wins / games)", headers, [_row(r) for r in results], ("agent", "opponent")),
-            ("Elo (Bradley-Terry fit; random = 0 when present)", elo_headers, elo_cells, ("agent",))):
-        if _print_table(title, head, rows, left, plain, out):
-            print(file=out or sys.stdout)
+    if _print_table("Elo (Bradley-Terry fit; random = 0 when present)", elo_headers, elo_cells, ("agent",), plain, out):
+        print(file=out or sys.stdout)
+
+
+def print_match_table(results, plain: bool = False, out=None) -> None:
+    """One row per pairing: games, W-D-L, win rate, score with its interval, margin."""
+    headers = ["agent", "opponent", "games", "W-D-L", "win rate", "score [95% CI]", "margin"]
+    if _print_table("duplicate matches (win rate = wins / games)", headers, [_row(r) for r in results],
+                    ("agent", "opponent"), plain, out):
+        print(file=out or sys.stdout)
 
 
 def _console(out):
@@ -182,27 +188,39 @@ def run(args: argparse.Namespace, log=print, finished: list | None = None) -> di
         opponents = [make_agent(n, game=game) for n in _specs(opponents_text, "--opponents")]
         pairs = [(agent, o) for o in opponents]
 
-    key = jax.random.key(args.seed)
     finished = [] if finished is None else finished
+    signum = play_pairings([(a, b, index) for index, (a, b) in enumerate(pairs)], num_deals,
+                           jax.random.key(args.seed), game, record_entry=args.decided, log=log, finished=finished)
+    report = match_report(args, game, finished, len(pairs), bool(signum))
+    report["_signum"] = signum
+    return report
+
+
+def play_pairings(pairings, num_deals: int, key: jax.Array, game, *, record_entry: bool, log,
+                  finished: list) -> int:
+    """Play ``pairings``, ``(agent, opponent, index)`` each, the match's key
+    ``fold_in(key, index)``, and append each finished ``(result, seconds)`` to
+    ``finished``. A ``KeyboardInterrupt`` (or a signal noted by the command's
+    :class:`~beastybar_jax.training.interrupt.CommandSignals`) stops after the pairing
+    being played: returns its signal number, 0 when every pairing was played. ``log``
+    says which pairing starts and, when it ends, its W-D-L and seconds."""
     signals = active_command()
-    interrupted = False
     try:
-        for index, (a, b) in enumerate(pairs):
+        for number, (a, b, index) in enumerate(pairings):
             if signals is not None:
                 signals.check()
-            log(f"[{index + 1}/{len(pairs)}] {a.name} vs {b.name}: {games} games ...")
+            log(f"[{number + 1}/{len(pairings)}] {a.name} vs {b.name}: {2 * num_deals} games ...")
             start = time.perf_counter()
             result = play_match(a, b, num_deals, jax.random.fold_in(key, index), game=game,
-                                record_entry=args.decided)
+                                record_entry=record_entry)
             finished.append((result, time.perf_counter() - start))
+            log(f"{a.name} vs {b.name}: {result.wins}-{result.draws}-{result.losses} "
+                f"({finished[-1][1]:.0f} s with compilation)")
         if signals is not None:
             signals.check()
     except KeyboardInterrupt as e:
-        interrupted = True
-        signum = _signum(e)
-    report = match_report(args, game, finished, len(pairs), interrupted)
-    report["_signum"] = signum if interrupted else 0
-    return report
+        return _signum(e)
+    return 0
 
 
 def match_report(args, game, finished: list, pairings: int, interrupted: bool) -> dict:

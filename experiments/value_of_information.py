@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -119,16 +118,11 @@ def seeing_agent(spec: str, game, sight: str):
     return dataclasses.replace(agent, name=spec + suffix)
 
 
-HEADERS = ["agent", "opponent", "games", "W-D-L", "win rate", "score [95% CI]", "margin"]
-
-
 def print_results(results, plain: bool) -> None:
     """The match table and ``evaluate.py --decided``'s entry table of ``results``."""
-    from evaluate import _print_table, _row, print_entry_table  # a sibling script (experiments/ is on sys.path)
+    from evaluate import print_entry_table, print_match_table  # a sibling script (experiments/ is on sys.path)
 
-    if _print_table("duplicate matches (win rate = wins / games)", HEADERS, [_row(r) for r in results],
-                    ("agent", "opponent"), plain, None):
-        print()
+    print_match_table(results, plain)
     print_entry_table(results, plain=plain)
 
 
@@ -137,13 +131,12 @@ def main(argv=None) -> int:
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     import jax
 
-    from evaluate import _interrupted_line, _signum, _specs
+    from evaluate import _interrupted_line, _specs, play_pairings
 
     from beastybar_jax.agents import make_agent
-    from beastybar_jax.arena import play_match
     from beastybar_jax.games import get_game
     from beastybar_jax.training.compilation import enable_compilation_cache
-    from beastybar_jax.training.interrupt import active_command, when_forced
+    from beastybar_jax.training.interrupt import when_forced
 
     enable_compilation_cache()
     game = get_game("beastybar")
@@ -156,40 +149,26 @@ def main(argv=None) -> int:
     games = args.games + args.games % 2
     if games != args.games:
         log(f"note: --games {args.games} rounded up to {games}: each deal is played twice with seats swapped")
-    pairings = [(agent, index, opponent) for agent in agents for index, opponent in enumerate(opponents)]
-    key = jax.random.key(args.seed)
-    results = []
+    # evaluate.py's key for pairing ``index`` of the opponents: the fair matches are evaluate.py's.
+    pairings = [(agent, opponent, index) for agent in agents for index, opponent in enumerate(opponents)]
+    finished = []
+    results = lambda: [result for result, _ in finished]  # noqa: E731
 
     def forced(signum: int) -> str:  # a signal while a match compiles or plays: keep the finished ones
-        if results:
-            print_results(list(results), args.plain)
-        return _interrupted_line(signum, len(results), len(pairings))
+        if finished:
+            print_results(results(), args.plain)
+        return _interrupted_line(signum, len(finished), len(pairings))
 
-    signals = active_command()
     when_forced(forced)
     try:
-        for agent, index, opponent in pairings:
-            if signals is not None:
-                signals.check()
-            log(f"[{len(results) + 1}/{len(pairings)}] {agent.name} vs {opponent.name}: {games} games ...")
-            start = time.perf_counter()
-            # evaluate.py's key for pairing ``index``: the fair matches are evaluate.py's.
-            result = play_match(agent, opponent, games // 2, jax.random.fold_in(key, index), game=game,
-                                record_entry=True)
-            results.append(result)
-            log(f"{agent.name} vs {opponent.name}: {result.wins}-{result.draws}-{result.losses} "
-                f"({time.perf_counter() - start:.0f} s with compilation)")
-        if signals is not None:
-            signals.check()
-        signum = 0
-    except KeyboardInterrupt as e:
-        signum = _signum(e)
+        signum = play_pairings(pairings, games // 2, jax.random.key(args.seed), game, record_entry=True, log=log,
+                               finished=finished)
     finally:
         when_forced(None)
-    if results:
-        print_results(results, args.plain)
+    if finished:
+        print_results(results(), args.plain)
     if signum:
-        log(_interrupted_line(signum, len(results), len(pairings)))
+        log(_interrupted_line(signum, len(finished), len(pairings)))
         return 128 + signum
     return 0
 

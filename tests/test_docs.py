@@ -153,12 +153,11 @@ def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, mo
 def test_value_of_information_commands_run(where, command, trained_run, capsys, monkeypatch):
     """The agent of every sight (fair, seeing half the hand, the hand, all cards) is built
     and meets every opponent; the matches are stubbed as above."""
-    experiment("evaluate")  # the sibling module the script imports its tables from
+    evaluate = experiment("evaluate")  # the sibling module the script plays and prints with
     voi = experiment("value_of_information")
-    from beastybar_jax import arena
 
     played = []
-    monkeypatch.setattr(arena, "play_match", stub_match(played))
+    monkeypatch.setattr(evaluate, "play_match", stub_match(played))
     argv = with_trained_runs(argv_of(command, "experiments/value_of_information.py"), trained_run)
     assert voi.main(argv + ["--games", "4", "--plain"]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
