@@ -69,8 +69,9 @@ class NetworkConfig:
       depth: number of residual blocks / attention layers.
       num_heads: attention heads (attention torso only); must divide ``width``.
       dtype: compute dtype, ``"float32"`` or ``"bfloat16"``; parameters stay float32.
-      aux_score_head: predict the final score margin (own minus opponent bar points,
-        divided by 10); when off, ``score_margin`` is all zeros.
+      aux_score_head: predict the final score margin (own minus opponent points,
+        divided by the game's ``score_margin_scale``: 10 for Beasty Bar); when off,
+        ``score_margin`` is all zeros.
       afterstates: score each move also from its afterstate features (module
         docstring); needs a game with ``legal_afterstates``.
       afterstate_width: hidden size of the per-move MLP.
@@ -129,7 +130,8 @@ class NetworkOutput:
     Attributes:
       policy_logits: ``float32[B, A]`` unmasked action logits.
       value: ``float32[B]`` in ``[-1, 1]``, expected outcome for the observing player.
-      score_margin: ``float32[B]`` predicted final (own - opponent) bar points / 10.
+      score_margin: ``float32[B]`` predicted final (own - opponent) points divided by
+        the game's ``score_margin_scale``.
     """
 
     policy_logits: chex.Array

@@ -1,7 +1,7 @@
 """The error every configuration check raises, and the one-line check helper.
 
-A leaf module: the config sections of each algorithm (``alphazero/config.py``,
-``ppo/config.py``) and the top-level :mod:`beastybar_jax.config` share it without
+A leaf module: the config sections of each algorithm (``config/alphazero.py``,
+``config/ppo.py``) and the top-level :mod:`beastybar_jax.config` share it without
 importing each other.
 """
 

@@ -35,7 +35,7 @@ learner         whole AlphaZero iterations (self-play with search + replay + SGD
                 (``MACHINERY_OVERRIDES``; so is ``search``)
 iteration       one ``configs/h100.yaml`` and one ``configs/ppo_h100.yaml`` iteration at their
                 own sizes: seconds, simulations/s or env steps/s, peak device memory
-strength        about 3 minutes of ``configs/h100.yaml`` training (a time budget, then
+strength        150 s of ``configs/h100.yaml`` training (a time budget, then
                 SIGTERM: the run saves its checkpoint), then the network raw and with 32
                 simulations: win rates vs heuristic and outcome_heuristic and the endgame suite
 gpu_tests       the tests marked ``gpu`` (``pytest -m gpu``); at tiny scale only collected

@@ -45,7 +45,7 @@ class SelfPlayState:
 
     Attributes:
       games: the game states, batched ``[B]``.
-      trajectory: :class:`~beastybar_jax.replay.Records` ``[B, T]``: the moves of each
+      trajectory: :class:`~beastybar_jax.alphazero.replay.Records` ``[B, T]``: the moves of each
         slot's current game so far (``value`` / ``score_margin`` are filled when it ends).
       length: ``int32[B]`` moves recorded in each slot's current game.
     """

@@ -376,12 +376,11 @@ def check_sections_used(data: Mapping[str, Any]) -> None:
     would be ignored without a word. (The ``search:`` section is shared: evaluations
     with ``eval_simulations`` and search agents use it under every algorithm.)"""
     algorithm = data.get("algorithm", TrainConfig.algorithm)
-    if algorithm not in ("alphazero", "ppo"):
+    if algorithm not in ALGORITHM_NAMES:
         return  # validation names the bad algorithm
-    used = {"alphazero": algorithm == "alphazero", "ppo": algorithm == "ppo"}
-    for section, is_used in used.items():
+    for section in ALGORITHM_NAMES:  # each algorithm's section is named after it
         given = data.get(section)
-        if is_used or not isinstance(given, Mapping):
+        if section == algorithm or not isinstance(given, Mapping):
             continue
         ignored = sorted(given)
         if ignored:

@@ -1,7 +1,7 @@
 """The shared training room: what every algorithm uses. Import from the submodules:
 
 - :mod:`~beastybar_jax.training.algorithm`: the ``Algorithm`` record an algorithm package
-  provides, and the registry of algorithms (``get_algorithm``);
+  provides (the registry of algorithms, ``get_algorithm``, is :mod:`beastybar_jax.algorithms`);
 - :mod:`~beastybar_jax.training.trainer`: network, optimizer, mesh and the jitted init/iteration
   (``make_trainer``);
 - :mod:`~beastybar_jax.training.loop`: ``TrainLoop``: iterations, progress, signals, checkpoints, hooks;
