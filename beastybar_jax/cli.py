@@ -17,7 +17,8 @@ import argparse
 import math
 import os
 
-SEED_LIMIT = 2**63  # jax.random.key takes a 64-bit signed integer; the configs' seed range is [0, 2**63)
+from beastybar_jax.seeds import DEAL_SEED_LIMIT, SEED_LIMIT
+
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -64,15 +65,23 @@ def finite_float(minimum: float | None = None, maximum: float | None = None, *, 
     return parse
 
 
-def seed(text: str) -> int:
-    """An argparse type: a random seed, an integer in ``[0, 2**63)``."""
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
-    if not 0 <= value < SEED_LIMIT:
-        raise argparse.ArgumentTypeError(f"a seed must be an integer in [0, 2**63), got {value}")
-    return value
+def _seed_below(limit: int, limit_text: str, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer {what}, got {text!r}") from None
+        if not 0 <= value < limit:
+            raise argparse.ArgumentTypeError(f"a {what} must be an integer in [0, {limit_text}), got {value}")
+        return value
+
+    return parse
+
+
+seed = _seed_below(SEED_LIMIT, "2**63", "seed")
+seed.__doc__ = """An argparse type: a random seed, an integer in ``[0, 2**63)`` (``beastybar_jax.seeds``)."""
+deal_seed = _seed_below(DEAL_SEED_LIMIT, "2**53", "deal seed")
+deal_seed.__doc__ = """An argparse type: a deal seed (``beastybar_jax.playing.deal``), an integer in ``[0, 2**53)``."""
 
 
 def check_writable_file(path: str | os.PathLike, flag: str) -> None:

@@ -9,8 +9,8 @@ A **game record** is plain JSON::
 
 ``players[p]`` names who sat in seat ``p`` (an agent spec, or ``"human"``), ``moves`` are
 action ids in the order played, ``result`` the final rewards (absent while a game goes
-on). The deal is ``deal(game, seed)``, so :func:`replay` rebuilds every state of the
-game from the record alone (the agents' own randomness is not needed: their moves are
+on). The deal is ``deal(game, seed)`` (``seed`` in ``[0, 2**53)``, which a browser's
+JSON numbers hold exactly), so :func:`replay` rebuilds every state of the game from the record alone (the agents' own randomness is not needed: their moves are
 in the record).
 """
 
@@ -24,8 +24,10 @@ import jax
 import numpy as np
 
 from beastybar_jax.games import GAME_NAMES, Game, get_game
+from beastybar_jax.seeds import DEAL_SEED_LIMIT, seed_key
 
 RECORD_FORMAT = "beastybar_jax.record/1"
+MAX_PLAYER_NAME = 500  # characters: an agent spec is far shorter
 
 
 class RecordError(ValueError):
@@ -33,9 +35,12 @@ class RecordError(ValueError):
 
 
 def deal(game: Game, seed: int) -> tuple[Any, jax.Array]:
-    """``(state, key)``: the first state of the game dealt by ``seed`` and a key for
-    whatever else the game needs at random (the seat, the agents' keys)."""
-    deal_key, key = jax.random.split(jax.random.key(int(seed)))
+    """``(state, key)``: the first state of the game dealt by ``seed`` (an integer in
+    ``[0, 2**53)``, else ``ValueError``) and a key for whatever else the game needs at
+    random (the seat, the agents' keys). Every seed deals its own game (``seeds.seed_key``)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < DEAL_SEED_LIMIT:
+        raise ValueError(f"a deal seed must be an integer in [0, 2**53), got {seed!r}")
+    deal_key, key = jax.random.split(seed_key(seed))
     return game.init(deal_key), key
 
 
@@ -123,13 +128,15 @@ def check_record(record: Any) -> dict:
     if record["game"] not in GAME_NAMES:
         raise RecordError(f"unknown game {record['game']!r}; known games: {', '.join(GAME_NAMES)}")
     seed, moves = record["seed"], record["moves"]
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise RecordError(f"the seed must be a non-negative integer, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < DEAL_SEED_LIMIT:
+        raise RecordError(f"the seed must be an integer in [0, 2**53), got {seed!r}")
     if not isinstance(moves, list) or any(isinstance(m, bool) or not isinstance(m, int) for m in moves):
         raise RecordError("moves must be a list of integer action ids")
     players = record.get("players", ["?", "?"])
     if not isinstance(players, list) or len(players) != 2 or not all(isinstance(p, str) for p in players):
         raise RecordError("players must be a list of two names (agent specs or 'human')")
+    if any(len(p) > MAX_PLAYER_NAME for p in players):
+        raise RecordError(f"a player's name has at most {MAX_PLAYER_NAME} characters")
     return dict(record, players=players)
 
 

@@ -52,6 +52,7 @@ from beastybar_jax.agents import agent_names, default_opponent, make_agent
 from beastybar_jax.arena import RESULTS, MatchResult, elo_table, play_match
 from beastybar_jax.cli import OneLineParser, check_writable_file, int_in_range, seed as seed_arg
 from beastybar_jax.games import GAME_NAMES, get_game
+from beastybar_jax.seeds import seed_key
 from beastybar_jax.training.interrupt import Interrupted, active_command, signal_name, when_forced
 
 MAX_GAMES = 10_000_000  # per pairing: far beyond any use, far below the int32 limits of the batched arena
@@ -190,7 +191,7 @@ def run(args: argparse.Namespace, log=print, finished: list | None = None) -> di
 
     finished = [] if finished is None else finished
     signum = play_pairings([(a, b, index) for index, (a, b) in enumerate(pairs)], num_deals,
-                           jax.random.key(args.seed), game, record_entry=args.decided, log=log, finished=finished)
+                           seed_key(args.seed), game, record_entry=args.decided, log=log, finished=finished)
     report = match_report(args, game, finished, len(pairs), bool(signum))
     report["_signum"] = signum
     return report
@@ -259,7 +260,7 @@ def run_endgames(args: argparse.Namespace, log=print) -> dict:
 
     suite = spread(load_suite(args.suite or SUITE_PATH), args.games or 0)
     agents = [make_agent(spec, game=get_game("beastybar")) for spec in _specs(args.agent, "--agent")]
-    key = jax.random.key(args.seed)
+    key = seed_key(args.seed)
     scores, timings = [], []
     for index, agent in enumerate(agents):
         log(f"[{index + 1}/{len(agents)}] {agent.name}: {len(suite)} endgame positions ...")

@@ -105,6 +105,7 @@ def main(argv=None) -> int:
     from beastybar_jax.checkpoint import CheckpointError, load_agent, load_exported, save_exported
     from beastybar_jax.config import TrainConfig, apply_overrides
     from beastybar_jax.games import beastybar as game
+    from beastybar_jax.seeds import seed_key
     from beastybar_jax.games.beastybar.endgame import positions
     from beastybar_jax.games.beastybar.endgame.suite import load_suite
     from beastybar_jax.games.beastybar.env import CHAMPION_DIR
@@ -118,7 +119,7 @@ def main(argv=None) -> int:
     if model.game.name != game.BEASTYBAR.name:
         print(f"fit_endgames.py: error: --init {args.init} is a {model.game.name} network", file=sys.stderr)
         return 2
-    key = jax.random.key(args.seed)
+    key = seed_key(args.seed)
     if args.init == "scratch":
         try:
             config = TrainConfig.from_dict(apply_overrides(model.config.to_dict(), args.overrides))

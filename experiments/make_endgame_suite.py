@@ -33,6 +33,7 @@ from beastybar_jax.agents import make_agent
 from beastybar_jax.cli import OneLineParser, int_in_range, seed as seed_arg
 from beastybar_jax.games.beastybar.endgame import positions, solver
 from beastybar_jax.games.beastybar.endgame.suite import SUITE_PATH, Suite, save_suite
+from beastybar_jax.seeds import seed_key
 
 PAIRINGS = (
     ("random", "random"),
@@ -86,7 +87,7 @@ def positions_of_pairing(a: str, b: str, num_games: int, key: jax.Array, rng: np
 
 
 def make_suite(pairings, num_games: int, seed: int, log=print, name=lambda pairing: pairing) -> Suite:
-    key = jax.random.key(seed)
+    key = seed_key(seed)
     rng = np.random.default_rng(seed)
     solve = jax.jit(lambda s: solver.solve(s, solver.SolverConfig(mode="margins")))
     parts, sources = [], []

@@ -17,19 +17,18 @@ registered game can be played.
 
 from __future__ import annotations
 
-import argparse
-import json
+import secrets
 import sys
 from typing import Callable
 
 import jax
-import numpy as np
 
 from beastybar_jax.agents import agent_names, default_opponent, make_agent
-from beastybar_jax.cli import OneLineParser, seed as seed_arg
+from beastybar_jax.cli import OneLineParser, deal_seed
 from beastybar_jax.games import GAME_NAMES, Game, get_game
-from beastybar_jax.playing import (RecordError, deal, describe_move, human_seat, legal_actions, move_text, outcome,
-                                   replay)
+from beastybar_jax.playing import (RecordError, check_record, deal, describe_move, human_seat, legal_actions,
+                                   move_text, outcome, replay)
+from beastybar_jax.seeds import DEAL_SEED_LIMIT
 
 HELP = ("Type the number of a move or its name (a unique beginning is enough, e.g. 'lion'). "
         "Commands: 'table' shows the table again, 'help' this text, 'quit' ends the game.")
@@ -135,13 +134,16 @@ def replay_game(path: str, print_fn: Callable[..., None] = print) -> int:
     """Tell a recorded game (a JSON record, see ``beastybar_jax.playing``) move by move,
     as a spectator who sees every card; 0, or 2 for an unreadable record."""
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             text = f.read()
-        states = replay(text)
+        record = check_record(text)
+        states = replay(record)
+    except UnicodeDecodeError:
+        print_fn(f"error: {path} is not a text file (a game record is JSON)")
+        return 2
     except (OSError, RecordError) as e:
         print_fn(f"error: {e}")
         return 2
-    record = json.loads(text)
     game = get_game(record["game"])
     print_fn(f"{game.name}, deal seed {record['seed']}: P0 {record['players'][0]} - P1 {record['players'][1]}")
     for action, before, after in zip(record["moves"], states, states[1:]):
@@ -159,7 +161,8 @@ def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[.
                         help="registry spec (default: the game's strongest baseline: heuristic, minimax)")
     parser.add_argument("--seat", choices=("first", "second", "random"), default="random",
                         help="move first, second, or let chance decide (default)")
-    parser.add_argument("--seed", type=seed_arg, default=None, help="deal seed, in [0, 2**63) (default: random)")
+    parser.add_argument("--seed", type=deal_seed, default=None,
+                        help="deal seed, in [0, 2**53) (default: a random one, told when the game ends)")
     parser.add_argument("--replay", metavar="RECORD.json", default=None,
                         help="tell a recorded game (from the web app's Records page) instead of playing")
     args = parser.parse_args(argv)
@@ -168,18 +171,22 @@ def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[.
     from beastybar_jax.training.compilation import enable_compilation_cache
 
     enable_compilation_cache()  # the opponent's compile is paid once, not at every game
-    seed = args.seed if args.seed is not None else int(np.random.default_rng().integers(2**31))
+    seed = args.seed if args.seed is not None else secrets.randbelow(DEAL_SEED_LIMIT)
     game = get_game(args.game)
     try:
         opponent = make_agent(args.opponent or default_opponent(game), game=game)
     except ValueError as e:  # unknown names, bad options, unreadable checkpoints, wrong game
         print_fn(f"error: {e}")
         return 2
-    print_fn(f"Deal seed {seed}. Preparing the opponent (the first move compiles, which can take a while)...")
+    # A random deal's seed is told when the game ends: it gives away every hidden card.
+    dealt = f"Deal seed {seed}" if args.seed is not None else "A random deal"
+    print_fn(f"{dealt}. Preparing the opponent (the first move compiles, which can take a while)...")
     try:
         play_game(opponent, game=game, seat=args.seat, seed=seed, input_fn=input_fn, print_fn=print_fn)
     except KeyboardInterrupt:  # Ctrl-C while the opponent thinks
         print_fn("\nInterrupted. Goodbye!")
+    if args.seed is None:
+        print_fn(f"The deal's seed was {seed}: --seed {seed} deals this game again.")
     return 0
 
 

@@ -129,12 +129,11 @@ def print_results(results, plain: bool) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
-    import jax
-
     from evaluate import _interrupted_line, _specs, play_pairings
 
     from beastybar_jax.agents import make_agent
     from beastybar_jax.games import get_game
+    from beastybar_jax.seeds import seed_key
     from beastybar_jax.training.compilation import enable_compilation_cache
     from beastybar_jax.training.interrupt import when_forced
 
@@ -161,7 +160,7 @@ def main(argv=None) -> int:
 
     when_forced(forced)
     try:
-        signum = play_pairings(pairings, games // 2, jax.random.key(args.seed), game, record_entry=True, log=log,
+        signum = play_pairings(pairings, games // 2, seed_key(args.seed), game, record_entry=True, log=log,
                                finished=finished)
     finally:
         when_forced(None)

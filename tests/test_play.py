@@ -87,6 +87,52 @@ def test_end_of_input_and_ctrl_c(error):
     assert code == 0 and "Goodbye" in out
 
 
+def test_a_random_deal_keeps_its_seed_secret_until_the_game_ends(capsys):
+    """The seed gives away every hidden card: a random deal's is told only at the end,
+    drawn from 2**53 seeds (the deal seeds' range, ``beastybar_jax.seeds``)."""
+    code, out = run(["--opponent", "random", "--seat", "first"], Script(["quit"]))
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith("A random deal.") and "Game abandoned" in out
+    told = re.fullmatch(r"The deal's seed was (\d+): --seed \1 deals this game again\.", lines[-1])
+    assert told and 0 <= int(told.group(1)) < 2**53
+    assert not any(told.group(1) in line for line in lines[:-1])
+    code, out = run(["--opponent", "random", "--seat", "first", "--seed", "3"], Script(["quit"]))
+    assert out.splitlines()[0].startswith("Deal seed 3.") and "The deal's seed" not in out
+    for bad, words in ((str(2**53), "in [0, 2**53)"), ("-1", "in [0, 2**53)"), ("x", "expected an integer deal seed")):
+        with pytest.raises(SystemExit) as exit_info:
+            run(["--seed", bad], Script([]))
+        assert exit_info.value.code == 2 and words in capsys.readouterr().err
+
+
+def test_every_seed_deals_its_own_game():
+    """``jax.random.key`` keeps a seed's low 32 bits only (without 64-bit mode), so seed
+    2**32 + 11 would deal seed 11's game; ``seed_key`` gives every 63-bit seed its own
+    key and leaves the keys of smaller seeds as they were."""
+    import jax
+    import numpy as np
+
+    from beastybar_jax.games import get_game
+    from beastybar_jax.playing import deal
+    from beastybar_jax.seeds import fold_in_seed, seed_key
+
+    data = lambda key: np.asarray(jax.random.key_data(key)).tolist()  # noqa: E731
+    for small in (0, 11, 2**31, 2**32 - 1):
+        assert data(seed_key(small)) == data(jax.random.key(small))
+    keys = [data(seed_key(s)) for s in (11, 2**32 + 11, 2**62 + 11, 2**63 - 1)]
+    assert len({tuple(k) for k in keys}) == 4
+    folded = [data(fold_in_seed(seed_key(1), s)) for s in (5, 2**32 + 5, 2**52 + 5)]
+    assert folded[0] == data(jax.random.fold_in(seed_key(1), 5)) and len({tuple(k) for k in folded}) == 3
+    game = get_game("beastybar")
+    hands = {s: np.asarray(deal(game, s)[0].deck).tolist() for s in (11, 2**32 + 11)}
+    assert hands[11] != hands[2**32 + 11]
+    for bad in (2**53, -1, True, 1.5):
+        with pytest.raises(ValueError, match="deal seed"):
+            deal(game, bad)
+    for bad in (2**63, -1, True):
+        with pytest.raises(ValueError, match=r"\[0, 2\*\*63\)"):
+            seed_key(bad)
+
+
 def test_unknown_opponent_is_a_clear_error():
     code, out = run(["--opponent", "grandmaster"], Script([]))
     assert code == 2 and "unknown agent 'grandmaster'" in out and "heuristic" in out

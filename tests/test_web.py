@@ -180,6 +180,23 @@ def test_views_depend_only_on_what_the_viewer_knows():
     ("post", "/api/games/nope/move", {"action": 1}, 404, "unknown game"),
     ("post", "/api/records", {"record": {"game": "beastybar", "seed": 1, "moves": [99]}}, 422, "not legal"),
     ("post", "/api/records", {"record": {"game": "beastybar"}}, 422, "lacks seed, moves"),
+    # strict types: a bool, a string or a float is no integer
+    ("post", "/api/games", {"seed": True}, 422, "seed"),
+    ("post", "/api/games", {"seed": "7"}, 422, "seed"),
+    ("post", "/api/games/nope/move", {"action": 1.0}, 422, "action"),
+    ("post", "/api/games/nope/analyse", {"ply": True}, 422, "ply"),
+    # deal seeds are JSON numbers a browser holds exactly
+    ("post", "/api/games", {"seed": 2**53}, 422, "seed"),
+    ("post", "/api/records", {"record": {"game": "beastybar", "seed": 2**53, "moves": []}}, 422, "[0, 2**53)"),
+    # agent specs: none empty, none too long, none too costly (playouts count)
+    ("post", "/api/games", {"agent": ""}, 422, "empty agent spec"),
+    ("post", "/api/games", {"mode": "watch", "agents": ["", "random"]}, 422, "empty agent spec"),
+    ("post", "/api/games", {"mode": "watch", "agents": ["random", "x" * 501]}, 422, "agents.1"),
+    ("post", "/api/games", {"agent": "mcts-10@playouts=20000"}, 422, "x 20000 playouts per move"),
+    ("post", "/api/records", {"record": {"game": "beastybar", "seed": 1, "moves": [], "players": ["x" * 501, "y"]}},
+     422, "at most 500 characters"),
+    # the body's size is bounded before anything reads it
+    ("post", "/api/records", '{"record": "' + "x" * 70_000 + '"}', 413, "request body over 65536 bytes"),
     ("get", "/api/no/such/route", None, 404, "Not Found"),
 ])
 def test_bad_requests_get_a_4xx_json_error_and_the_server_goes_on(client, method, path, body, status, words):
@@ -229,10 +246,56 @@ def test_games_expire_and_the_store_stays_bounded():
         store.get(ids[-1])
     pool = AgentPool(max_compiled=1)  # compiled agents are bounded too
     first = pool.agent(game, "random")
-    assert pool.agent(game, "random") is first
+    assert pool.agent(game, "random") is first and first.ready.wait(300)
     pool.agent(game, "minimax")
     assert [e["spec"] for e in pool.statuses()] == ["minimax"] and pool.agent(game, "random") is not first
     pool.shutdown()
+
+
+def test_the_agent_pool_never_evicts_a_default_or_a_compile_and_bounds_the_queue(monkeypatch):
+    """A flood of new agents neither pushes out the server's default agent nor queues
+    compiles without end: past ``max_pending`` compiles a new agent is a 503 (try again)."""
+    from beastybar_jax.web.engine import PoolBusy
+
+    gate = threading.Event()
+    compile_now = AgentPool._compile
+
+    def held_back(entry, build):
+        if entry.spec != "minimax":
+            gate.wait(120)
+        compile_now(entry, build)
+
+    monkeypatch.setattr(AgentPool, "_compile", staticmethod(held_back))
+    game = get_game("tictactoe")
+    pool = AgentPool(max_compiled=1, max_pending=2)
+    default = pool.agent(game, "minimax", pin=True)
+    assert default.ready.wait(300)
+    pool.agent(game, "random")
+    pool.agent(game, "mcts-2")  # both held back: two compiles pending, none of them evicted
+    with pytest.raises(PoolBusy, match="compiling 2 agents already"):
+        pool.agent(game, "mcts-3")
+    assert pool.agent(game, "random").status == "compiling"  # one already queued is no new compile
+    with TestClient(create_app("random", warm=False)) as c:
+        c.app.state.pool.max_pending = 0
+        response = c.post("/api/games", json={"game": "tictactoe", "agent": "mcts-4"})
+        assert response.status_code == 503 and "try again" in response.json()["error"]
+    gate.set()
+    assert all(pool.agent(game, spec).ready.wait(300) for spec in ("random", "mcts-2"))
+    pool.agent(game, "mcts-3")  # the queue has room again; the least recent non-default goes
+    assert [e["spec"] for e in pool.statuses()] == ["minimax", "mcts-3"] and pool.agent(game, "minimax") is default
+    pool.shutdown()
+
+
+def test_a_secret_deal_is_drawn_from_2_to_the_53_seeds(client, monkeypatch):
+    """A secret deal's seed gives every hidden card away once found, so it is drawn from
+    all 2**53 deal seeds: a search over 2**31 seeds found one from the first moves."""
+    from beastybar_jax.web import app as app_module
+
+    bounds = []
+    draw = app_module.secrets.randbelow
+    monkeypatch.setattr(app_module.secrets, "randbelow", lambda n: bounds.append(n) or draw(n))
+    view = client.post("/api/games", json={"game": "tictactoe", "agent": "random"}).json()
+    assert bounds == [2**53] and view["seed"] is None
 
 
 def test_watch_records_and_tictactoe_analysis(client):

@@ -15,7 +15,6 @@ import dataclasses
 from typing import Any, Callable
 
 import jax
-import jax.numpy as jnp
 
 from beastybar_jax.games.choice import TIE_TOLERANCE, random_best, uniform_choice
 
@@ -76,8 +75,12 @@ class SearchSetup:
       search: the agent's ``SearchConfig``, or ``None`` for an agent that plays the
         evaluator's policy directly.
       learned_prior: the logits come from a trained network (``False``: uniform).
+      num_playouts: random playouts to the end of the game per evaluated state (``mcts-N``
+        agents), 0 for an evaluator without them: with the search's simulations, what
+        a move costs (the web app bounds it).
     """
 
     evaluator: Callable[[jax.Array], Callable]
     search: object = None
     learned_prior: bool = False
+    num_playouts: int = 0

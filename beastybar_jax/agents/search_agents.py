@@ -97,7 +97,8 @@ def mcts_agent(num_simulations: int, *, num_determinizations: int = 1, algorithm
         evaluate = random_playout_evaluator(game, playout_key, num_playouts)
         return _search_batch(game, evaluate, config, states, search_key[None])
 
-    setup = SearchSetup(lambda key: random_playout_evaluator(game, key, num_playouts), config)
+    setup = SearchSetup(lambda key: random_playout_evaluator(game, key, num_playouts), config,
+                        num_playouts=int(num_playouts))
     return Agent(name or f"mcts-{num_simulations}", act, setup, act_batch)
 
 

@@ -31,6 +31,7 @@ from beastybar_jax.config import ConfigError, TrainConfig
 from beastybar_jax.games.base import Game
 from beastybar_jax.training import distributed
 from beastybar_jax.checkpoint import CheckpointError
+from beastybar_jax.seeds import seed_key
 
 
 def make_opponents(config: TrainConfig, game: Game) -> list:
@@ -68,7 +69,7 @@ def make_evaluator(config: TrainConfig, game: Game, network, opponents: list | N
     search = None
     if config.eval_simulations > 0:
         search = dataclasses.replace(config.search, num_simulations=config.eval_simulations)
-    base_key = jax.random.fold_in(jax.random.key(config.seed), 0x5EED)
+    base_key = jax.random.fold_in(seed_key(config.seed), 0x5EED)
     deal_keys = jax.random.split(base_key, num_deals)
     yardstick = load_yardstick(config, game) if yardstick is None else yardstick
     if yardstick is not None:

@@ -43,6 +43,7 @@ from beastybar_jax.training.interrupt import Interrupted, StopRequest, acknowled
 from beastybar_jax.training.metrics import MetricsLogger
 from beastybar_jax.training.rundir import RunLock, prepare_run_dir
 from beastybar_jax.training.trainer import Trainer, abstract_state, iteration_key, make_trainer
+from beastybar_jax.seeds import seed_key
 
 IterationHook = Callable[["TrainLoop", int, dict], Optional[dict]]
 """``hook(loop, iteration, metrics) -> extra metrics or None``, called after each iteration."""
@@ -144,7 +145,7 @@ class TrainLoop:
                 raise CheckpointError(
                     f"{self.run_dir} already holds checkpoints (latest: iteration {steps[-1]}); pass --resume to "
                     f"continue that run, or choose another run_dir / name (e.g. --set name=new_run)")
-            self.state = self.trainer.init(jax.random.key(config.seed))
+            self.state = self.trainer.init(seed_key(config.seed))
             if config.warm_start:
                 self.state, note = warm_started(self.trainer, self.state, config.warm_start)
                 notes.append(note)

@@ -5,7 +5,8 @@ Pages (one HTML file, ``static/``): **Play** an agent, **Watch** two agents, **A
 a position (the agent's prior, its search's visits and values, exact results in
 solvable endgames), **Records** (download a finished game as JSON, load one back).
 
-API (JSON; errors are ``{"error": "..."}`` with a 4xx status)::
+API (JSON; errors are ``{"error": "..."}`` with a 4xx status, or 503 while too many agents
+compile; request bodies of at most ``MAX_BODY_BYTES``)::
 
     GET  /api/info                      games, their agents, the default agent
     POST /api/games                     new game: {game, mode: play|watch, agent | agents, seat, seed}
@@ -37,7 +38,8 @@ from beastybar_jax.agents import agent_names, default_opponent
 from beastybar_jax.games import GAME_NAMES, UnknownGameError, get_game
 from beastybar_jax.playing import RecordError, deal, human_seat, legal_actions, move_text, replay
 from beastybar_jax.web import schemas
-from beastybar_jax.web.engine import AgentPool, AgentUnavailable, exact_applies
+from beastybar_jax.seeds import DEAL_SEED_LIMIT, fold_in_seed, seed_key
+from beastybar_jax.web.engine import AgentPool, AgentUnavailable, PoolBusy, exact_applies
 from beastybar_jax.web.store import HUMAN, ApiError, GameStore, Session
 
 STATIC = pathlib.Path(__file__).resolve().parent / "static"
@@ -46,6 +48,42 @@ CHAMPION = "champion"
 # (docs/strength.md), playing perfectly once the endgame can be solved.
 FALLBACK_AGENT = {"beastybar": "solver+outcome_heuristic"}
 log = logging.getLogger("beastybar_jax.web")
+# A game record is a few hundred bytes; nothing the API takes comes near this.
+MAX_BODY_BYTES = 64 * 1024
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``limit`` bytes is a 413, before any route
+    reads it (with or without a Content-Length header)."""
+
+    def __init__(self, app, limit: int = MAX_BODY_BYTES):
+        self.app, self.limit = app, int(limit)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            if size > self.limit:
+                response = JSONResponse(status_code=413, content={
+                    "error": f"request body over {self.limit} bytes; a game record is far smaller"})
+                return await response(scope, receive, send)
+        body, sent = b"".join(chunks), False
+
+        async def replay_body():
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await self.app(scope, replay_body, send)
 
 
 def default_agent(game_name: str, pool: AgentPool | None = None) -> str:
@@ -99,10 +137,13 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
     if agent and agent not in defaults.values():
         pool.build(get_game("beastybar"), agent)  # raises AgentUnavailable: a bad --agent is the caller's error
     app = FastAPI(title="beastybar_jax", docs_url="/api/docs", redoc_url=None)
+    app.add_middleware(BodyLimit)
     app.state.pool, app.state.store, app.state.defaults = pool, store, defaults
-    if warm:
-        for name, spec in defaults.items():
-            pool.agent(get_game(name), spec)
+    for name, spec in defaults.items():
+        if warm:
+            pool.agent(get_game(name), spec, pin=True)
+        else:
+            pool.pinned.add(("act", name, spec))
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
@@ -132,6 +173,8 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
             return pool.agent(game, spec) if kind == "act" else pool.analyst(game, spec)
         except AgentUnavailable as e:
             raise ApiError(422, str(e)) from None
+        except PoolBusy as e:
+            raise ApiError(503, str(e)) from None
 
     def status_of(session: Session) -> dict | None:
         if session.waiting_for() != "agent":
@@ -140,8 +183,8 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
 
     def agent_key(seed: int) -> jax.Array:
         if agent_seed is None:
-            return jax.random.key(secrets.randbits(31))
-        return jax.random.fold_in(jax.random.key(agent_seed), seed)
+            return seed_key(secrets.randbits(63))
+        return fold_in_seed(seed_key(agent_seed), seed)
 
     def stale(session: Session, ply: int | None):
         if ply is not None and ply != len(session.moves):
@@ -170,14 +213,16 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
         if body.mode == "play":
             if body.agents is not None:
                 raise ApiError(422, "mode play takes one 'agent' (the opponent), not 'agents'")
-            specs = [body.agent or defaults[game.name]]
+            specs = [body.agent if body.agent is not None else defaults[game.name]]
         else:
             if body.agent is not None:
                 raise ApiError(422, "mode watch takes 'agents': [seat 0, seat 1], not 'agent'")
             specs = body.agents or [defaults[game.name]] * 2
         for spec in specs:
             compiled("act", game, spec)  # validates now, compiles in the background
-        seed = body.seed if body.seed is not None else secrets.randbelow(schemas.SEED_MAX)
+        # A secret deal's seed gives away every hidden card, so it is drawn from 2**53 seeds
+        # (out of reach of a search over seeds that match what the human sees), not 2**31.
+        seed = body.seed if body.seed is not None else secrets.randbelow(DEAL_SEED_LIMIT)
         state, key = deal(game, seed)
         if body.mode == "play":
             human, key = human_seat(state, key, body.seat)
@@ -261,7 +306,7 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
                                                               "compiling": what})
             if part is not None and part.status == "error":
                 raise ApiError(409, f"{what} could not be compiled: {part.error}")
-        key = jax.random.key(secrets.randbits(31))
+        key = seed_key(secrets.randbits(63))
         if live:  # only what the human knows: a world drawn from their side
             state = session.game.sample_world(state, human, jax.random.fold_in(key, 1))
         start = time.perf_counter()

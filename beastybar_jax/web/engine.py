@@ -26,8 +26,15 @@ from beastybar_jax.search import run_search
 
 # Analysis of an agent without a search of its own (a heuristic): plain MCTS.
 FALLBACK_ANALYST = "mcts-200"
-# Simulations (x worlds) per move at most: a search tree is allocated per simulation.
+# Simulations x worlds (x random playouts per leaf, for mcts-N) per move at most: a search
+# tree is allocated per simulation, and a move holds its game until it is played.
 MAX_SIMULATIONS = 10_000
+# Agents compiling (or waiting to) at once, at most: more is a 503 "try again".
+MAX_PENDING = 8
+
+
+class PoolBusy(RuntimeError):
+    """Too many agents are compiling already; the request may be repeated later."""
 
 
 class AgentUnavailable(ValueError):
@@ -86,8 +93,10 @@ def exact_applies(game: Game, state) -> bool:
 class AgentPool:
     """Compiled agents and analysts by (game, spec); compiles in the background."""
 
-    def __init__(self, workers: int = 1, max_compiled: int = 32):
+    def __init__(self, workers: int = 1, max_compiled: int = 32, max_pending: int = MAX_PENDING):
         self.max_compiled = int(max_compiled)
+        self.max_pending = int(max_pending)
+        self.pinned: set[tuple[str, str, str]] = set()  # (kind, game, spec) never evicted: the defaults
         self._agents: dict[tuple[str, str], Agent] = {}
         self._entries: collections.OrderedDict[tuple[str, str, str], Compiled] = collections.OrderedDict()
         self._lock = threading.Lock()
@@ -111,24 +120,39 @@ class AgentPool:
             raise AgentUnavailable(str(e)) from None
         except Exception as e:  # noqa: BLE001 -- checkpoints: missing, unreadable, another game's
             raise AgentUnavailable(f"agent {spec!r} cannot be loaded: {type(e).__name__}: {e}") from None
-        search = agent.search_setup.search if agent.search_setup is not None else None
-        if search is not None and search.num_simulations * search.num_determinizations > MAX_SIMULATIONS:
-            raise AgentUnavailable(f"agent {spec!r} searches {search.num_simulations} x {search.num_determinizations} "
-                                   f"simulations per move; the web app allows at most {MAX_SIMULATIONS}")
+        setup = agent.search_setup
+        search = setup.search if setup is not None else None
+        if search is not None:
+            playouts = max(setup.num_playouts, 1)
+            work = search.num_simulations * search.num_determinizations * playouts
+            if work > MAX_SIMULATIONS:
+                times = f" x {playouts} playouts" if setup.num_playouts else ""
+                raise AgentUnavailable(
+                    f"agent {spec!r} searches {search.num_simulations} x {search.num_determinizations} simulations"
+                    f"{times} per move; the web app allows at most {MAX_SIMULATIONS}")
         with self._lock:
             return self._agents.setdefault(key, agent)
 
-    def _entry(self, kind: str, game: Game, spec: str, build: Callable[[Agent], Callable]) -> Compiled:
-        agent = self.build(game, spec) if spec else None
+    def _entry(self, kind: str, game: Game, spec: str, build: Callable[[Agent], Callable],
+               pin: bool = False) -> Compiled:
+        agent = None if kind == "exact" else self.build(game, spec)  # only the solver has no spec
         key = (kind, game.name, spec.strip())
         with self._lock:
+            if pin:
+                self.pinned.add(key)
             if key in self._entries:
                 self._entries.move_to_end(key)
                 return self._entries[key]
+            pending = sum(e.status == "compiling" for e in self._entries.values())
+            if pending >= self.max_pending:
+                raise PoolBusy(f"the server is compiling {pending} agents already; try again in a minute")
             entry = self._entries[key] = Compiled(game=game, spec=spec.strip(), agent=agent)
-            # Bounded: the least recently used compiled functions go (compiled again if asked for).
-            while len(self._entries) > self.max_compiled:
-                old_key, _ = self._entries.popitem(last=False)
+            # Bounded: the least recently used compiled functions go (compiled again if asked for),
+            # but never one still compiling, nor a default agent.
+            evictable = [k for k, e in self._entries.items()
+                         if k != key and k not in self.pinned and e.status != "compiling"]
+            for old_key in evictable[:max(len(self._entries) - self.max_compiled, 0)]:
+                del self._entries[old_key]
                 self._agents.pop(old_key[1:], None)
         self._executor.submit(self._compile, entry, build)
         return entry
@@ -144,9 +168,11 @@ class AgentPool:
         entry.compile_seconds = time.perf_counter() - start
         entry.ready.set()
 
-    def agent(self, game: Game, spec: str) -> Compiled:
-        """The agent ``spec`` for ``game``; ``.function(state, key) -> action`` once ready."""
-        return self._entry("act", game, spec, lambda agent: agent.act)
+    def agent(self, game: Game, spec: str, pin: bool = False) -> Compiled:
+        """The agent ``spec`` for ``game``; ``.function(state, key) -> action`` once ready.
+        ``pin``: never evict it (the server's default agents). :class:`PoolBusy` when
+        ``max_pending`` agents are compiling already and this one is not among them."""
+        return self._entry("act", game, spec, lambda agent: agent.act, pin)
 
     def analyst_spec(self, game: Game, spec: str) -> str:
         """``spec`` if that agent has an evaluator to analyse with, else ``FALLBACK_ANALYST``."""

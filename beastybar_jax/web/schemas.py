@@ -1,16 +1,22 @@
-"""Request bodies of the web API (pydantic): anything else is a 422 saying which field is wrong."""
+"""Request bodies of the web API (pydantic, strict: ``"7"``, ``true`` or ``1.0`` is no integer):
+anything else is a 422 saying which field is wrong."""
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SEED_MAX = 2**31 - 1
+from beastybar_jax.playing import MAX_PLAYER_NAME
+from beastybar_jax.seeds import DEAL_SEED_LIMIT
+
+SEED_MAX = DEAL_SEED_LIMIT - 1  # deal seeds: JSON numbers a browser holds exactly
+SPEC_LENGTH = MAX_PLAYER_NAME  # characters of an agent spec, at most (as in game records)
+Spec = Annotated[str, Field(max_length=SPEC_LENGTH)]
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class NewGame(_Body):
@@ -19,8 +25,8 @@ class NewGame(_Body):
 
     game: str = "beastybar"
     mode: Literal["play", "watch"] = "play"
-    agent: Optional[str] = Field(default=None, max_length=500)
-    agents: Optional[list[str]] = Field(default=None, min_length=2, max_length=2)
+    agent: Optional[Spec] = None
+    agents: Optional[list[Spec]] = Field(default=None, min_length=2, max_length=2)
     seat: Literal["first", "second", "random"] = "random"
     seed: Optional[int] = Field(default=None, ge=0, le=SEED_MAX)
 
@@ -44,7 +50,7 @@ class Analyse(_Body):
     evaluator and search (default: the game's agent, or the server's)."""
 
     ply: Optional[int] = None
-    analyst: Optional[str] = Field(default=None, max_length=500)
+    analyst: Optional[Spec] = None
 
 
 class LoadRecord(_Body):

@@ -12,6 +12,7 @@ from bench import common
 from beastybar_jax.agents import make_agent
 from beastybar_jax.games.beastybar.endgame import positions, solver
 from beastybar_jax.games.beastybar.endgame.suite import load_suite
+from beastybar_jax.seeds import SEED_LIMIT, seed_key
 
 SOURCES = {
     "endgames": "every position of random games with both decks empty (1-8 cards in hand)",
@@ -29,7 +30,7 @@ def endgame_positions(source: str, count: int, seed: int = 0):
     random = make_agent("random")
     chunks, have, index = [], 0, 0
     while have < count:
-        states = positions.endgames_from_games(random, random, 4096, jax.random.key(seed * 1000 + index))
+        states = positions.endgames_from_games(random, random, 4096, seed_key((seed * 1000 + index) % SEED_LIMIT))
         left = np.asarray(states.hand.sum((1, 2)) + (states.deck >= 0).sum((1, 2)))
         keep = {"endgames": left <= 8, "start": left == 8, "solvable": left >= 0}[source]
         chunks.append(jax.tree.map(lambda x: x[keep], states))

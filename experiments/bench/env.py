@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from bench import common
 from beastybar_jax.games.beastybar import BEASTYBAR
 from beastybar_jax.games import Game
+from beastybar_jax.seeds import seed_key
 
 VARIANTS = ("step", "step+mask+obs")
 DEFAULT_BATCH_SIZES = tuple(4**k for k in range(11))  # 1 .. 2^20
@@ -115,7 +116,7 @@ def bench_env(batch_size: int, num_steps: int, repeats: int, with_observation: b
     """Compile and time one configuration; returns a result row."""
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
-    key = jax.random.key(seed)
+    key = seed_key(seed)
     init_key, key = jax.random.split(key)
     states = jax.block_until_ready(jax.jit(jax.vmap(game.init))(jax.random.split(init_key, batch_size)))
     compiled, compile_s = common.compile_seconds(make_env_loop(game, batch_size, num_steps, with_observation, sampler),

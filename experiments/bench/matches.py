@@ -16,12 +16,13 @@ from beastybar_jax import arena
 from beastybar_jax.agents import AgentSpecError, make_agent
 from beastybar_jax.checkpoint import CheckpointError
 from beastybar_jax.games import get_game
+from beastybar_jax.seeds import seed_key
 
 
 def bench_match(agent, opponent, game, deals: int, repeats: int, seed: int) -> dict:
     """Compile and time one duplicate match of ``2 * deals`` games; returns a result row."""
-    deal_keys = jax.random.split(jax.random.key(seed), deals)
-    play_key = jax.random.key(seed + 1)
+    deal_keys = jax.random.split(seed_key(seed), deals)
+    play_key = seed_key(seed + 1)
     jitted = jax.jit(lambda d, k: arena.play_games(agent, opponent, d, k, game=game))
     compiled, compile_s = common.compile_seconds(jitted, deal_keys, play_key)
     jax.block_until_ready(compiled(deal_keys, play_key))  # warm-up run

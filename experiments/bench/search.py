@@ -22,6 +22,7 @@ from bench.env import sample_uniform_legal
 from beastybar_jax.games import Game, get_game
 from beastybar_jax.network import init_params, make_network
 from beastybar_jax.search import mctx_patch, network_evaluator, run_search, uniform_evaluator
+from beastybar_jax.seeds import seed_key
 
 DEFAULT_CONFIG = "configs/h100.yaml"
 DEFAULT_SIMULATIONS = (8, 16, 32, 64, 128, 256)
@@ -61,7 +62,7 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
     steps per loop iteration) or ``"stock"`` (mctx's own)."""
     game = get_game(base_config.game)
     search_config = dataclasses.replace(base_config.search, num_simulations=num_simulations)
-    key = jax.random.key(seed)
+    key = seed_key(seed)
     states = search_positions(game, batch_size, key)
     if evaluator == "uniform":
         params, evaluator_name = (), "uniform"

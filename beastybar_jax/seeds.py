@@ -1,0 +1,54 @@
+"""Seeds to PRNG keys: every seed in ``[0, 2**63)`` its own key.
+
+``jax.random.key(seed)`` keeps only the low 32 bits of a Python int unless 64-bit
+mode is on: seed ``2**32 + 11`` gives seed 11's key, and ``2**62`` seed 0's. Configs,
+scripts and deals accept 63-bit seeds, so they all turn seeds into keys here: the low
+32 bits make ``jax.random.key`` (a seed below ``2**32`` gives exactly its key, so
+every figure measured with a small seed is unchanged) and the high bits, where there
+are any, are folded in.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import jax
+
+SEED_LIMIT = 2**63
+"""Seeds are integers in ``[0, SEED_LIMIT)``."""
+
+DEAL_SEED_LIMIT = 2**53
+"""Deal seeds (``beastybar_jax.playing``: game records, ``play.py``, the web app) are in
+``[0, DEAL_SEED_LIMIT)``: a browser reads JSON numbers as doubles, which hold every
+integer below ``2**53`` exactly, so a record passes through the page unchanged."""
+
+
+def seed_key(seed: int) -> jax.Array:
+    """The PRNG key of ``seed``, an integer in ``[0, SEED_LIMIT)`` (``ValueError`` else):
+    ``jax.random.key(seed)`` below ``2**32``, a key of its own above."""
+    import jax  # here, so that the scripts' argument parsing (``beastybar_jax.cli``) loads no jax
+
+    if isinstance(seed, bool):
+        raise ValueError(f"a seed must be an integer in [0, 2**63), got {seed!r}")
+    seed = operator.index(seed)
+    if not 0 <= seed < SEED_LIMIT:
+        raise ValueError(f"a seed must be an integer in [0, 2**63), got {seed}")
+    key = jax.random.key(seed & 0xFFFFFFFF)
+    high = seed >> 32
+    return key if high == 0 else jax.random.fold_in(key, high)
+
+
+def fold_in_seed(key: jax.Array, seed: int) -> jax.Array:
+    """``key`` with the integer ``seed`` (in ``[0, 2**63)``) folded in:
+    ``jax.random.fold_in(key, seed)`` below ``2**32`` (which takes 32 bits only), then
+    the high bits where there are any."""
+    import jax
+
+    seed = operator.index(seed)
+    if not 0 <= seed < SEED_LIMIT:
+        raise ValueError(f"a seed must be an integer in [0, 2**63), got {seed}")
+    key = jax.random.fold_in(key, seed & 0xFFFFFFFF)
+    high = seed >> 32
+    return key if high == 0 else jax.random.fold_in(key, high)
