@@ -102,12 +102,16 @@ def check_writable_file(path: str | os.PathLike, flag: str) -> None:
         raise ValueError(f"{flag} {path} cannot be written: {e.strerror or e}") from None
 
 
-def check_writable_directory(path: str | os.PathLike, flag: str) -> None:
+def check_writable_directory(path: str | os.PathLike, flag: str, *, empty: bool = False) -> None:
     """Raise ``ValueError`` (naming ``flag``) when the directory ``path`` cannot be
-    created or written in (it is created when missing)."""
+    created or written in (it is created when missing); with ``empty``, also when it
+    holds anything already (what is written there would mix with it, or replace it)."""
     path = os.path.abspath(os.fspath(path))
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"{flag} {path} is a file, not a directory")
+    if empty and os.path.isdir(path) and os.listdir(path):
+        raise ValueError(f"{flag} {path} is not empty ({', '.join(sorted(os.listdir(path))[:3])}"
+                         f"{', ...' if len(os.listdir(path)) > 3 else ''}): give a new or empty directory")
     try:
         os.makedirs(path, exist_ok=True)
         probe = os.path.join(path, f".write_test_{os.getpid()}")

@@ -8,8 +8,10 @@ Each run directory must have been trained with periodic evaluation (``eval_every
 so that its ``metrics.jsonl`` holds ``eval_<opponent>_win_rate`` rows. The training
 time of a row is the sum of ``iteration_seconds`` up to it (compilation and evaluation
 excluded). Prints a Markdown table (one row per evaluation: run, iteration, training
-seconds, games played, win rate per opponent) and, with ``--out``, draws one panel per
-opponent, one line per run (matplotlib).
+seconds, games played, win rate per opponent) and, with ``--out`` (a ``.png``, ``.pdf`` or
+``.svg`` file, checked before anything is read), draws one panel per opponent, one line
+per run (matplotlib). Runs are labelled by their directory names, or by ``--names``;
+two runs with one label are an error, as is an opponent no run was evaluated against.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+
+from beastybar_jax.cli import OneLineParser, check_writable_file
+
+PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 
 def read_curve(run_dir: str) -> list[dict]:
@@ -68,22 +74,32 @@ def plot(curves: dict[str, list[dict]], opponents: list[str], out: str) -> None:
     axes[0][0].set_ylabel("win rate")
     axes[0][-1].legend(loc="lower right", fontsize="small")
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     fig.savefig(out, dpi=110)
     plt.close(fig)
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", help="run directories (with metrics.jsonl)")
     parser.add_argument("--names", help="comma-separated labels for the runs (default: the directory names)")
     parser.add_argument("--opponents", help="comma-separated opponents to show (default: all evaluated)")
-    parser.add_argument("--out", help="write the plot here (PNG)")
+    parser.add_argument("--out", help=f"write the plot here ({', '.join(PLOT_FORMATS)})")
     args = parser.parse_args(argv)
     names = args.names.split(",") if args.names else [os.path.basename(os.path.normpath(r)) for r in args.runs]
+    names = [name.strip() for name in names]
     if len(names) != len(args.runs):
-        print(f"error: --names gives {len(names)} labels for {len(args.runs)} runs", file=sys.stderr)
-        return 2
+        parser.error(f"--names gives {len(names)} labels for {len(args.runs)} runs")
+    if len(set(names)) != len(names) or not all(names):
+        twice = sorted({n for n in names if names.count(n) > 1}) or [""]
+        parser.error(f"two runs would share the label {twice[0]!r} (one would hide the other): give --names")
+    if args.out:
+        if os.path.splitext(args.out)[1].lower() not in PLOT_FORMATS:
+            parser.error(f"--out {args.out}: a plot is a {', '.join(PLOT_FORMATS)} file")
+        try:
+            check_writable_file(args.out, "--out")
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     try:
         curves = {name: read_curve(run) for name, run in zip(names, args.runs)}
     except (FileNotFoundError, ValueError) as e:
@@ -91,6 +107,10 @@ def main(argv=None) -> int:
         return 2
     seen = sorted({o for rows in curves.values() for r in rows for o in r["win_rates"]})
     opponents = [o.strip() for o in args.opponents.split(",")] if args.opponents else seen
+    unknown = [o for o in opponents if o not in seen]
+    if unknown or not opponents:
+        parser.error(f"--opponents: no run was evaluated against {unknown[0] if unknown else 'any of them'!r}; "
+                     f"evaluated: {', '.join(seen)}")
     print(markdown_table(curves, opponents))
     if args.out:
         plot(curves, opponents, args.out)

@@ -102,6 +102,11 @@ def parse_args(argv=None) -> argparse.Namespace:
             parser.error(f"--games must be at least 1 (got {args.games})")
         if args.decided:
             parser.error("--decided applies to matches, not to --endgames")
+        if args.opponents is not None:
+            parser.error("--opponents applies to matches; --endgames scores --agent on solved positions")
+        specs = [s.strip() for s in args.agent.split(",") if s.strip()]
+        if len(set(specs)) != len(specs):
+            parser.error(f"--endgames: --agent names an agent twice: {args.agent}")
         return args
     if args.decided and get_game(args.game).exact_values is None:
         parser.error(f"--decided needs a game with an exact solver; {args.game} has none")
@@ -110,8 +115,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.games = 1000 if args.games is None else args.games
     if args.round_robin is None and args.agent is None:
         parser.error("give --agent SPEC (with --opponents) or --round-robin A,B,C")
-    if args.round_robin is not None and args.agent is not None:
-        parser.error("--agent and --round-robin exclude each other")
+    if args.round_robin is not None and (args.agent is not None or args.opponents is not None):
+        parser.error("--round-robin plays its agents against each other: no --agent or --opponents with it")
     if args.agent is not None and "," in args.agent:
         parser.error(f"a match measures one --agent (got {args.agent!r}); several agents: "
                      "--round-robin A,B,C, or --endgames --agent A,B,C")
@@ -185,7 +190,8 @@ def run(args: argparse.Namespace, log=print, finished: list | None = None) -> di
         pairs = [(agents[i], agents[j]) for i in range(len(agents)) for j in range(i + 1, len(agents))]
     else:
         agent = make_agent(args.agent, game=game)
-        opponents_text = args.opponents or DEFAULT_OPPONENTS.get(game.name, f"random,{default_opponent(game)}")
+        opponents_text = (args.opponents if args.opponents is not None
+                          else DEFAULT_OPPONENTS.get(game.name, f"random,{default_opponent(game)}"))
         opponents = [make_agent(n, game=game) for n in _specs(opponents_text, "--opponents")]
         pairs = [(agent, o) for o in opponents]
 

@@ -24,8 +24,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=champion_dir, help="where to write (default: the package's champion)")
     args = parser.parse_args(argv)
     try:
+        model = load_agent(args.run_dir)  # first: a run that is not there leaves no empty --out behind
         check_writable_directory(args.out, "--out")
-        model = load_agent(args.run_dir)
     except (ValueError, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -97,6 +97,14 @@ def _solver():
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.out and not args.dry_run:
+        from beastybar_jax.cli import check_writable_directory
+
+        try:  # before the work, not after it
+            check_writable_directory(args.out, "--out")
+        except ValueError as e:
+            print(f"fit_endgames.py: error: {e}", file=sys.stderr)
+            return 2
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -105,11 +113,11 @@ def main(argv=None) -> int:
     from beastybar_jax.checkpoint import CheckpointError, load_agent, load_exported, save_exported
     from beastybar_jax.config import TrainConfig, apply_overrides
     from beastybar_jax.games import beastybar as game
-    from beastybar_jax.seeds import seed_key
     from beastybar_jax.games.beastybar.endgame import positions
     from beastybar_jax.games.beastybar.endgame.suite import load_suite
     from beastybar_jax.games.beastybar.env import CHAMPION_DIR
     from beastybar_jax.network import init_params, make_network
+    from beastybar_jax.seeds import seed_key
 
     try:
         model = load_exported(CHAMPION_DIR) if args.init in ("champion", "scratch") else load_agent(args.init)
@@ -174,13 +182,17 @@ def main(argv=None) -> int:
     print(f"{args.init}: {sum(x.size for x in jax.tree.leaves(params)):,} parameters; "
           f"suite keeps {suite_score(params):.2%}", flush=True)
     rng = np.random.default_rng(args.seed)
-    steps = 0
+    steps, loss = 0, None
     for round_index in range(args.rounds):
         states, *targets = solved_decisions(PAIRINGS, args.games, jax.random.fold_in(key, round_index))
         data = (np.asarray(observe(states)), *targets)
+        if not len(data[0]):
+            print(f"round {round_index + 1}: no solvable position with a decision; nothing to train on", flush=True)
+            continue
         held_out = share_kept(params, *data[:3])
         order = rng.permutation(len(data[0]))
-        for first in range(0, len(order) - args.batch_size + 1, args.batch_size):
+        # Whole batches (one compiled shape); a round smaller than a batch is one batch of its own.
+        for first in range(0, max(len(order) - args.batch_size + 1, 1), args.batch_size):
             batch = order[first:first + args.batch_size]
             params, opt_state, loss = train_step(params, opt_state, *(x[batch] for x in data))
             steps += 1

@@ -116,6 +116,15 @@ def _main(args) -> int:
                 from beastybar_jax.ppo.algorithm import check_opponents
 
                 check_opponents(config, get_game(config.game))  # ppo.opponent(s) too
+            if config.warm_start:  # the network to start from is there and reads
+                from beastybar_jax.checkpoint import load_agent, warm_start_path
+
+                try:
+                    load_agent(warm_start_path(config.warm_start, get_game(config.game)))
+                except CheckpointError as e:
+                    message = str(e)
+                    raise ConfigError(message if message.startswith("warm_start") else
+                                      f"warm_start {config.warm_start!r}: {message}") from None
         except ConfigError as e:
             print(f"config error: {e}", file=sys.stderr)
             return 2

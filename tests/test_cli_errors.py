@@ -103,6 +103,9 @@ def test_evaluate_tables_are_not_cut_when_piped():
     (["selfplay", "--moves", "0"], "argument --moves: must be at least 1, got 0"),
     (["search", "--repeats", "0"], "argument --repeats: must be at least 1, got 0"),
     (["ppo", "--config", str(tiny_training.REPO_ROOT / "configs" / "ppo_quick.yaml"), "--set", "no_such_key=1"], "unknown config key 'no_such_key'"),
+    # a PPO config timed as AlphaZero self-play reported millions of simulations a second
+    (["selfplay", "--config", str(tiny_training.REPO_ROOT / "configs" / "ppo_quick.yaml")],
+     "selfplay times AlphaZero iterations; "),
     (["env", "--batch-sizes", "2^3,0"], "argument --batch-sizes: expected comma-separated integers >= 1"),
     (["endgames", "--modes", "best,exact"], "argument --modes: expected comma-separated names from results, best"),
     (["matches", "--agents", "random,champ"], "unknown agent 'champ'"),
@@ -175,7 +178,12 @@ def _exit_code(main, argv) -> int:
     (evaluate.main, ["--agent", "random", "--games", "0"], "argument --games: must be at least 1"),
     (evaluate.main, ["--agent", "random", "--games", "99999999999"], "argument --games: must be at most"),
     (evaluate.main, ["--agent", "random", "--seed", "99999999999999999999999"], "argument --seed: a seed must be"),
-    (play.main, ["--seed", "99999999999999999999999"], "argument --seed: a seed must be"),  # row 13: a traceback
+    (play.main, ["--seed", "99999999999999999999999"], "argument --seed: a deal seed must be"),  # row 13: a traceback
+    # options a command would ignore, or a list it would read wrong
+    (evaluate.main, ["--round-robin", "random,heuristic", "--opponents", "random"], "no --agent or --opponents with"),
+    (evaluate.main, ["--endgames", "--agent", "random", "--opponents", "heuristic"], "--opponents applies to matches"),
+    (evaluate.main, ["--endgames", "--agent", "random, random"], "--agent names an agent twice"),
+    (evaluate.main, ["--agent", "random", "--opponents", ""], "--opponents needs at least one agent name"),
     (make_endgame_suite.main, ["--seed", "x"], "argument --seed: expected an integer seed"),
     (make_endgame_suite.main, ["--games", "-3"], "argument --games: must be at least 1"),
     (fit_endgames.main, ["--init", "scratch", "--rounds", "0"], "argument --rounds: must be at least 1"),
@@ -217,6 +225,39 @@ def test_fit_endgames_init_names_a_network_it_can_read(tmp_path, capsys):
     assert "is a tictactoe network" in one_line(capsys.readouterr().err)
 
 
+def test_fit_endgames_trains_on_a_round_smaller_than_a_batch(tmp_path, monkeypatch, capsys):
+    """A round with fewer solved positions than ``--batch-size`` is one batch of its own
+    (it ended in an UnboundLocalError after the round's work), a round with none is said
+    and skipped, and ``--out`` is checked before any work (it failed after all of it)."""
+    import jax
+    import numpy as np
+
+    from beastybar_jax.games import get_game
+
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    monkeypatch.setattr(fit_endgames, "solved_decisions", lambda *a: pytest.fail("worked before checking --out"))
+    assert _exit_code(fit_endgames.main, ["--init", "scratch", "--out", str(a_file / "net")]) == 2
+    assert "--out" in one_line(capsys.readouterr().err)
+
+    game = get_game("beastybar")
+    sizes = iter([5, 0])
+
+    def few_positions(pairings, num_games, key):  # instead of playing and solving games
+        n = next(sizes)
+        states = jax.device_get(jax.vmap(game.init)(jax.random.split(key, n)))
+        legal = np.asarray(jax.vmap(game.legal_action_mask)(states))
+        return states, legal, legal, np.zeros(n, np.float32)
+
+    monkeypatch.setattr(fit_endgames, "solved_decisions", few_positions)
+    argv = ["--init", "scratch", "--set", "network.width=8", "--rounds", "2", "--out", str(tmp_path / "net")]
+    assert fit_endgames.main(argv + [x for key in ("afterstates", "replies", "answers")
+                                     for x in ("--set", f"network.{key}=false")]) == 0
+    out = capsys.readouterr().out
+    assert "round 1: 5 fresh positions" in out and "1 steps" in out
+    assert "round 2: no solvable position with a decision" in out and (tmp_path / "net").is_dir()
+
+
 def test_a_match_takes_one_agent_and_says_where_lists_go(capsys):
     """``--agent A,B`` lists agents for ``--endgames`` only; in a match it was read as one
     checkpoint path ("no such run directory or checkpoint: A,B")."""
@@ -243,10 +284,14 @@ def test_output_paths_are_checked_before_any_work(tmp_path, monkeypatch, capsys)
     monkeypatch.setattr(exploit, "exploiter_config", lambda *a, **k: pytest.fail("worked before checking outputs"))
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
+    run = tmp_path / "run"  # a training run's checkpoints would be replaced by the exploiter's
+    (run / "checkpoints" / "40").mkdir(parents=True)
     for argv, flag in ((["--json", str(a_file / "x.json")], "--json"), (["--json", str(tmp_path)], "--json"),
-                       (["--save", str(a_file)], "--save"), (["--save", str(a_file / "dir")], "--save")):
+                       (["--save", str(a_file)], "--save"), (["--save", str(a_file / "dir")], "--save"),
+                       (["--save", str(run)], "--save")):
         assert exploit.main(["--agent", "random", *argv]) == 2
         assert one_line(capsys.readouterr().err).startswith(f"error: {flag} ")
+    assert (run / "checkpoints" / "40").is_dir()
     assert benchmark.main(["env", "--out", str(tmp_path)]) == 2
     assert "--out" in one_line(capsys.readouterr().err)
 
@@ -257,6 +302,16 @@ def test_dry_run_builds_the_ppo_opponents(capsys):
     assert train.main(["--config", ppo, "--dry-run", "--set", "ppo.opponent=godzilla"]) == 2
     assert "ppo.opponent" in one_line(capsys.readouterr().err)
     assert train.main(["--config", ppo, "--dry-run", "--set", "ppo.opponent=heuristic"]) == 0
+
+
+def test_dry_run_reads_the_warm_start(tmp_path, capsys):
+    """`--dry-run --set warm_start=/nonexistent` said `config ok`; the run refused it."""
+    missing = str(tmp_path / "nonexistent")
+    assert train.main(["--config", TINY, "--dry-run", "--set", f"warm_start={missing}"]) == 2
+    assert "warm_start" in (message := one_line(capsys.readouterr().err)) and "no such run directory" in message
+    (tmp_path / "empty").mkdir()
+    assert train.main(["--config", TINY, "--dry-run", "--set", f"warm_start={tmp_path / 'empty'}"]) == 2
+    assert "warm_start" in one_line(capsys.readouterr().err)
 
 
 def test_run_names_outside_runs_are_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):
@@ -277,6 +332,31 @@ def test_endgame_tables_are_not_cut_when_piped():
     out = io.StringIO()
     evaluate.print_endgame_table([EndgameScore(agent=n, positions=10, **fields) for n in names], out=out)
     assert all(name in out.getvalue() for name in names)
+
+
+def test_curves_refuses_labels_plots_and_opponents_it_would_get_wrong(tmp_path, capsys):
+    """Two runs with one directory name were merged into one line; ``--out plot`` wrote
+    ``plot.png`` (and ``--out x.xyz`` failed after the table); an unknown opponent gave an
+    empty panel. Each is now one line and exit code 2 before any output."""
+    import curves
+
+    runs = [tmp_path / "a" / "run", tmp_path / "b" / "run"]
+    for index, run in enumerate(runs):
+        run.mkdir(parents=True)
+        (run / "metrics.jsonl").write_text(json.dumps({"iteration": 1, "iteration_seconds": 2.0, "total_games": 8,
+                                                       "eval_random_win_rate": 0.5 + index / 4}) + "\n")
+    for argv, words in (([], "share the label 'run'"),
+                        (["--names", "x,x"], "share the label 'x'"),
+                        (["--names", "x,y", "--out", str(tmp_path / "plot")], "a plot is a .png, .pdf, .svg file"),
+                        (["--names", "x,y", "--out", str(tmp_path / "plot.xyz")], "a plot is a"),
+                        (["--names", "x,y", "--opponents", "heuristic"], "no run was evaluated against 'heuristic'")):
+        with pytest.raises(SystemExit) as exit_info:
+            curves.main([*map(str, runs), *argv])
+        captured = capsys.readouterr()
+        assert exit_info.value.code == 2 and words in one_line(captured.err) and not captured.out
+    assert curves.main([*map(str, runs), "--names", "x,y"]) == 0
+    table = capsys.readouterr().out
+    assert "| x | 1 | 2 | 8 | 50.0% |" in table and "| y | 1 | 2 | 8 | 75.0% |" in table
 
 
 def test_curves_names_a_file_that_is_not_text(tmp_path, capsys):

@@ -71,6 +71,10 @@ def test_to_dict_from_dict_round_trip():
      "'alphazero.buffer_size' (100) must hold at least one finished game"),
     (["network.torso=cnn"], "network.torso"),
     (["search.algorithm=alphabeta"], "search.algorithm"),
+    (["search.value_scale=.inf"], "search.value_scale must be a finite number"),  # NaN root values, rc 0
+    (["search.gumbel_scale=.nan"], "search.gumbel_scale must be a finite number"),
+    (["search.pb_c_base=0"], "search.pb_c_base must be > 0"),
+    (["eval_every=2", "eval_opponents=[]"], "would evaluate nothing"),
     (["alphazero.batch_size=0"], "'alphazero.batch_size' must be >= 1"),
     (["game=chess"], "'game' must be one of beastybar"),
     (["algorithm=dqn"], "'algorithm' must be one of alphazero"),

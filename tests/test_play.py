@@ -133,6 +133,18 @@ def test_every_seed_deals_its_own_game():
             seed_key(bad)
 
 
+def test_replay_reads_what_the_record_check_accepts_and_refuses_the_rest(tmp_path):
+    """``players`` is optional in a record (a KeyError once), and a file that is not text
+    is one line and exit code 2 (a UnicodeDecodeError once)."""
+    record = tmp_path / "game.json"
+    record.write_text('{"game": "tictactoe", "seed": 1, "moves": [4, 0]}')
+    code, out = run(["--replay", str(record)], Script([]))
+    assert code == 0 and out.startswith("tictactoe, deal seed 1: P0 ? - P1 ?") and "Traceback" not in out
+    record.write_bytes(b"\xff\xfe{not text")
+    code, out = run(["--replay", str(record)], Script([]))
+    assert code == 2 and out == f"error: {record} is not a text file (a game record is JSON)"
+
+
 def test_unknown_opponent_is_a_clear_error():
     code, out = run(["--opponent", "grandmaster"], Script([]))
     assert code == 2 and "unknown agent 'grandmaster'" in out and "heuristic" in out

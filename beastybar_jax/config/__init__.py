@@ -270,6 +270,8 @@ def validate(config: TrainConfig, num_devices: int | None = None, game=None) -> 
     check_at_least(c.keep_checkpoints, 1, "keep_checkpoints")
     check_at_least(c.distributed_timeout, 1, "distributed_timeout")
     check(c.eval_every >= 0, "eval_every", f"must be >= 0 (0 = off), got {c.eval_every}")
+    check(not (c.eval_every and not c.eval_opponents), "eval_opponents",
+          f"is empty, so eval_every: {c.eval_every} would evaluate nothing; name opponents or set eval_every: 0")
     check_at_least(c.eval_games, 1, "eval_games")
     check(all(isinstance(o, str) and o for o in c.eval_opponents), "eval_opponents",
           "must be a list of agent names such as [random, heuristic]")

@@ -1,11 +1,12 @@
 """The ``search:`` config section, shared by AlphaZero's self-play, training-time
 evaluation (``eval_simulations``) and search agents: a plain frozen dataclass that
 checks its own values (the only place they are checked). Imports nothing but
-:mod:`dataclasses`."""
+:mod:`dataclasses` and :mod:`math`."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 ALGORITHMS = ("gumbel", "puct")
 
@@ -48,8 +49,10 @@ class SearchConfig:
                 raise ValueError(f"search.{name} must be a positive integer, got {value!r}")
         for name in ("gumbel_scale", "pb_c_init", "pb_c_base", "dirichlet_alpha", "value_scale", "maxvisit_init"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"search.{name} must be a number >= 0, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"search.{name} must be a finite number >= 0, got {value!r}")
+        if self.pb_c_base <= 0:  # PUCT divides by it
+            raise ValueError(f"search.pb_c_base must be > 0, got {self.pb_c_base!r}")
         if self.dirichlet_alpha <= 0:
             raise ValueError(f"search.dirichlet_alpha must be > 0, got {self.dirichlet_alpha!r}")
         if not 0.0 <= self.dirichlet_fraction <= 1.0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 
 import jax
 
@@ -64,6 +65,10 @@ def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves
 
 def run(args: argparse.Namespace) -> int:
     base = common.load_base_config(args.config, args.overrides)
+    if base.algorithm != "alphazero":  # it would time that algorithm's iteration as AlphaZero's
+        print(f"config error: selfplay times AlphaZero iterations; {args.config} trains {base.algorithm} "
+              f"(benchmark.py {base.algorithm} times those)", file=sys.stderr)
+        return 2
     machine = common.machine_info()
     rows = []
     for batch in args.batch_sizes:
