@@ -264,7 +264,10 @@ def run_endgames(args: argparse.Namespace, log=print) -> dict:
     """Score every ``--agent`` spec on the endgame suite (or ``--games`` positions of it)."""
     from beastybar_jax.games.beastybar.endgame.suite import SUITE_PATH, evaluate_agent, load_suite, spread
 
-    suite = spread(load_suite(args.suite or SUITE_PATH), args.games or 0)
+    whole = load_suite(args.suite or SUITE_PATH)
+    if args.games and args.games > len(whole):
+        log(f"note: --games {args.games}: the suite has {len(whole)} positions, all of them are used")
+    suite = spread(whole, args.games or 0)
     agents = [make_agent(spec, game=get_game("beastybar")) for spec in _specs(args.agent, "--agent")]
     key = seed_key(args.seed)
     scores, timings = [], []
