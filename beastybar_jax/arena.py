@@ -75,6 +75,15 @@ class MatchOutcomes:
     entry_value: chex.Array | None = None
 
 
+def _check_actions(agent: Agent, actions, games: int):
+    """An agent's actions ``[games]``, or ``TypeError`` at trace time for another shape or
+    a non-integer dtype (a float 8.7 would be played as 8, a bool as 0 or 1)."""
+    if actions.shape != (games,) or not jnp.issubdtype(actions.dtype, jnp.integer):
+        raise TypeError(f"agent {agent.name!r} returned actions of shape {actions.shape} and dtype "
+                        f"{actions.dtype}; an agent returns one integer action id per game ({games},)")
+    return actions
+
+
 def play_games(agent_a: Agent, agent_b: Agent, deal_keys: jax.Array, key: jax.Array,
                game: Game, record_entry: bool = False) -> MatchOutcomes:
     """Pure and jittable core of ``play_match``: every deal of ``deal_keys`` (``[D]``
@@ -95,8 +104,8 @@ def play_games(agent_a: Agent, agent_b: Agent, deal_keys: jax.Array, key: jax.Ar
         states, illegal = carry
         key_a, key_b = jax.random.split(turn_key)
         games = 2 * num_deals
-        action_a = act_a(states, jax.random.split(key_a, games))
-        action_b = act_b(states, jax.random.split(key_b, games))
+        action_a = _check_actions(agent_a, act_a(states, jax.random.split(key_a, games)), games)
+        action_b = _check_actions(agent_b, act_b(states, jax.random.split(key_b, games)), games)
         a_to_move = states.current_player.astype(jnp.int32) == agent_seat
         action = jnp.where(a_to_move, action_a, action_b).astype(jnp.int32)
         legal = jax.vmap(game.legal_action_mask)(states)
@@ -239,8 +248,8 @@ def play_match(agent_a: Agent, agent_b: Agent, num_deals: int, key: jax.Array, *
       record_entry: also say where the games were decided (``MatchResult.entry``; a
         game with an exact solver). The games are the same either way.
     """
-    if int(num_deals) < 1:
-        raise ValueError(f"num_deals must be at least 1, got {num_deals}")
+    if isinstance(num_deals, (bool, np.bool_)) or not isinstance(num_deals, (int, np.integer)) or num_deals < 1:
+        raise ValueError(f"num_deals must be an integer >= 1, got {num_deals!r}")
     deal_key, play_key = jax.random.split(key)
     deal_keys = jax.random.split(deal_key, int(num_deals))
     outcomes = _compiled_match(agent_a, agent_b, game, bool(record_entry))(deal_keys, play_key)

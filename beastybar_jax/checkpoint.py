@@ -548,9 +548,14 @@ class ExportError(CheckpointError):
 
 def save_exported(model: TrainedModel, directory: str | os.PathLike, info: dict | None = None) -> str:
     """Write ``model`` (e.g. :func:`load_agent`'s) as ``config.json`` + ``params.msgpack``
-    (and ``info`` as ``info.json``) in ``directory``; returns the directory."""
+    (and ``info`` as ``info.json``) in ``directory``; returns the directory. Refuses
+    (:class:`ExportError`) a run directory: ``checkpoint:`` would then name the export,
+    not the run's checkpoints."""
     from flax import serialization
 
+    if os.path.isdir(os.path.join(directory, CHECKPOINT_DIR)):
+        raise ExportError(f"{os.path.abspath(directory)} is a run directory (it has {CHECKPOINT_DIR}/): "
+                          "export a network into a directory of its own")
     os.makedirs(directory, exist_ok=True)
     config = model.config.to_dict()
     config["run_dir"] = "runs/{name}"  # where it was trained does not travel
@@ -586,14 +591,26 @@ def load_exported(directory: str | os.PathLike) -> TrainedModel:
     network = make_network(config.network, game)
     shapes = jax.eval_shape(lambda key: init_params(network, key, game.observation_size), jax.random.key(0))
     target = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes)
+    from flax import traverse_util
+
     try:
         with open(params_path, "rb") as f:
-            params = serialization.from_bytes(target, f.read())
-    except (ValueError, KeyError, TypeError) as e:
+            raw = serialization.msgpack_restore(f.read())
+        if not isinstance(raw, dict):
+            raise TypeError(f"it holds a {type(raw).__name__}, not a tree of parameters")
+        found = traverse_util.flatten_dict(raw, sep="/")
+        expected = traverse_util.flatten_dict(serialization.to_state_dict(target), sep="/")
+        if set(found) != set(expected):  # nothing dropped or left out without a word
+            odd = sorted(set(found) ^ set(expected))[0]
+            raise KeyError(f"{'has' if odd in found else 'lacks'} the parameter {odd}")
+        other = [k for k in expected if np.shape(found[k]) != expected[k].shape
+                 or np.asarray(found[k]).dtype != expected[k].dtype]
+        if other:
+            raise ValueError(f"{other[0]} is {np.asarray(found[other[0]]).dtype}{list(np.shape(found[other[0]]))}, "
+                             f"the network's is {expected[other[0]].dtype}{list(expected[other[0]].shape)}")
+        params = serialization.from_state_dict(target, raw)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise ExportError(f"{params_path} does not match the network of {config_path}: {e}") from None
-    shapes_found = jax.tree.map(np.shape, params)
-    if shapes_found != jax.tree.map(np.shape, target):
-        raise ExportError(f"{params_path} holds parameters of other shapes than the network of {config_path}")
     bad = non_finite_leaf(params)
     if bad is not None:
         raise ExportError(f"{params_path}: non-finite values (or beyond ±{IMPLAUSIBLE_MAGNITUDE:g}) in {bad}")

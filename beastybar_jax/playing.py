@@ -78,7 +78,12 @@ def describe_move(game: Game, before, after, action: int, viewer: int | None) ->
 
 def outcome(game: Game, state, player: int) -> dict:
     """``{"result": "win"|"draw"|"loss"}`` for ``player`` in a finished game, with
-    ``"you"``/``"opponent"`` points for games that count points."""
+    ``"you"``/``"opponent"`` points for games that count points. ``ValueError`` for a
+    game that goes on or a player who is not in it."""
+    if not bool(np.asarray(state.terminated)):
+        raise ValueError("the game goes on: it has no outcome yet")
+    if isinstance(player, bool) or player not in range(game.num_players):
+        raise ValueError(f"player must be one of 0..{game.num_players - 1}, got {player!r}")
     reward = float(np.asarray(state.rewards)[player])
     out = {"result": "win" if reward > 0 else ("draw" if reward == 0 else "loss")}
     if game.points is not None:
@@ -98,7 +103,10 @@ def legal_actions(game: Game, state) -> list[int]:
 
 
 def step(game: Game, state, action: int):
-    """``game.step`` compiled once per game, on host values (the state after ``action``)."""
+    """``game.step`` compiled once per game, on host values (the state after ``action``,
+    an integer id: ``ValueError`` for a float or a bool, as ``game.step`` refuses them)."""
+    if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer)):
+        raise ValueError(f"an action is an integer id, got {action!r}")
     return jax.device_get(_compiled(game)[0](state, int(action)))
 
 

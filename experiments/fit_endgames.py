@@ -27,6 +27,7 @@ validated, its parameters not initialized), then stops.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -101,6 +102,8 @@ def main(argv=None) -> int:
         from beastybar_jax.cli import check_writable_directory
 
         try:  # before the work, not after it
+            if os.path.isdir(os.path.join(args.out, "checkpoints")):
+                raise ValueError(f"--out {args.out} is a run directory: the network goes into one of its own")
             check_writable_directory(args.out, "--out")
         except ValueError as e:
             print(f"fit_endgames.py: error: {e}", file=sys.stderr)

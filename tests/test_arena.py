@@ -244,3 +244,19 @@ def test_evaluate_decided_prints_where_the_games_were_decided(heuristic_vs_rando
         with pytest.raises(SystemExit):
             evaluate.parse_args(argv)
         assert message in capsys.readouterr().err
+
+
+def test_an_agent_must_return_integer_actions_and_a_match_integer_deals():
+    """A float action 8.7 was played as 8 and a bool as 0 or 1, though ``step`` refuses
+    both; 2.7 deals were 2 and ``True`` one."""
+    import jax.numpy as jnp
+
+    from beastybar_jax.agents import Agent
+
+    rand = make_agent("random")
+    floating = Agent("floating", lambda s, k: rand.act(s, k).astype(jnp.float32) + 0.7)
+    with pytest.raises(TypeError, match="agent 'floating' returned actions of shape .* and dtype float32"):
+        play_match(floating, rand, 2, jax.random.key(0), game=game.BEASTYBAR)
+    for bad in (2.7, "3", True, 0):
+        with pytest.raises(ValueError, match="num_deals must be an integer >= 1"):
+            play_match(rand, rand, bad, jax.random.key(0), game=game.BEASTYBAR)

@@ -100,6 +100,42 @@ def test_champion_specs_and_a_missing_champion(tmp_path):
         load_exported(tmp_path)
 
 
+
+def test_exported_parameters_match_the_network_exactly_and_never_shadow_a_run(tmp_path):
+    """A parameter file with a key more, a dtype of its own or no tree at all is refused
+    (the extra key was dropped, int32 weights loaded as int32, a list was an
+    AttributeError); an export into a run directory is refused, as ``checkpoint:<run>``
+    would then load the export instead of the run's checkpoints."""
+    from flax import serialization, traverse_util
+
+    from beastybar_jax.checkpoint import save_exported
+
+    model = load_exported(CHAMPION_DIR)
+    flat = traverse_util.flatten_dict(serialization.to_state_dict(jax.device_get(model.params)), sep="/")
+    first = sorted(flat)[0]
+    variants = {
+        "extra": dict(flat, **{"params/spare/kernel": np.zeros(3, np.float32)}),
+        "dtype": dict(flat, **{first: flat[first].astype(np.int32)}),
+        "missing": {k: v for k, v in flat.items() if k != first},
+    }
+    (tmp_path / "config.json").write_text((CHAMPION_DIR / "config.json").read_text())
+    for name, tree in variants.items():
+        (tmp_path / "params.msgpack").write_bytes(serialization.msgpack_serialize(
+            traverse_util.unflatten_dict(tree, sep="/")))
+        with pytest.raises(ExportError, match="does not match the network") as error:
+            load_exported(tmp_path)
+        assert {"extra": "has the parameter params/spare/kernel", "dtype": "int32",
+                "missing": f"lacks the parameter {first}"}[name] in str(error.value)
+    (tmp_path / "params.msgpack").write_bytes(serialization.msgpack_serialize([1, 2, 3]))
+    with pytest.raises(ExportError, match="holds a list"):
+        load_exported(tmp_path)
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    with pytest.raises(ExportError, match="is a run directory"):
+        save_exported(model, run)
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoints"]
+
+
 @pytest.mark.slow
 def test_export_writes_a_champion_that_loads_to_the_same_parameters(tmp_path):
     """experiments/export_champion.py on a trained run: the files load back, with

@@ -289,6 +289,17 @@ def suite():
     return load_suite()
 
 
+def test_the_suite_scores_one_integer_action_per_position(suite):
+    """Actions shaped ``[N, 1]`` broadcast to ``[N, N]`` and scored perfect play 48%."""
+    from beastybar_jax.games.beastybar.endgame.suite import score_moves
+
+    best = np.argmax(np.where(suite.legal, suite.action_margin.astype(np.int32), -1000), axis=1)
+    assert score_moves(suite, best).keeps_result == 1.0
+    for bad in (best[:, None], best[:-1], best.astype(np.float32)):
+        with pytest.raises(ValueError, match="one integer action per position"):
+            score_moves(suite, bad)
+
+
 def test_the_suite_holds_ten_thousand_real_decisions_from_varied_games(suite):
     n = len(suite)
     assert n >= 10_000

@@ -145,6 +145,33 @@ def test_replay_reads_what_the_record_check_accepts_and_refuses_the_rest(tmp_pat
     assert code == 2 and out == f"error: {record} is not a text file (a game record is JSON)"
 
 
+def test_the_playing_helpers_refuse_what_the_game_refuses():
+    """``playing.step`` truncated a float action (``game.step`` refuses it), ``outcome``
+    called an unfinished game a draw, and ``make_agent`` takes a game's name as its
+    siblings do."""
+    import jax
+
+    from beastybar_jax.agents import make_agent
+    from beastybar_jax.games import get_game
+    from beastybar_jax.playing import deal, legal_actions, outcome, step
+
+    game = get_game("tictactoe")
+    state, _ = deal(game, 1)
+    for bad in (4.9, True):
+        with pytest.raises(ValueError, match="an action is an integer id"):
+            step(game, state, bad)
+    with pytest.raises(ValueError, match="the game goes on"):
+        outcome(game, state, 0)
+    while not bool(state.terminated):
+        state = step(game, state, legal_actions(game, state)[0])
+    assert outcome(game, state, 0)["result"] in ("win", "draw", "loss")
+    for bad in (2, -1, True):
+        with pytest.raises(ValueError, match="player must be one of 0..1"):
+            outcome(game, state, bad)
+    agent = make_agent("minimax", game="tictactoe")
+    assert 0 <= int(agent.act(deal(game, 1)[0], jax.random.key(0))) < game.num_actions
+
+
 def test_unknown_opponent_is_a_clear_error():
     code, out = run(["--opponent", "grandmaster"], Script([]))
     assert code == 2 and "unknown agent 'grandmaster'" in out and "heuristic" in out

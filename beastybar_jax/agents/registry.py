@@ -142,9 +142,9 @@ def _wrapped_agent(spec: str, game: Game) -> Agent:
                  wrappers[head](batch_act(inner), batched=True))
 
 
-def make_agent(spec: str, *, game: Game | None = None) -> Agent:
-    """The agent a registry spec names (see the module docstring), for ``game``
-    (default: Beasty Bar).
+def make_agent(spec: str, *, game: Game | str | None = None) -> Agent:
+    """The agent a registry spec names (see the module docstring), for ``game`` (a
+    ``Game`` or its name; default: Beasty Bar).
 
     Raises:
       AgentSpecError (a ValueError): unknown names or options, with the accepted ones.
@@ -152,7 +152,7 @@ def make_agent(spec: str, *, game: Game | None = None) -> Agent:
     """
     if not isinstance(spec, str) or not spec.strip():
         raise AgentSpecError(f"empty agent spec {spec!r}; {_help()}")
-    game = get_game("beastybar") if game is None else game
+    game = get_game("beastybar") if game is None else _game(game)
     spec = spec.strip()
     head = spec.partition("+")[0]
     if any(head in dict(get_game(g).agent_wrappers) for g in GAME_NAMES):

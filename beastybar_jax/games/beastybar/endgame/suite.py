@@ -25,7 +25,6 @@ from typing import Any
 import pathlib
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from beastybar_jax.games.beastybar import engine as game
@@ -142,8 +141,12 @@ class EndgameScore:
 
 
 def score_moves(suite: Suite, actions, agent: str = "agent") -> EndgameScore:
-    """The score of one chosen action per suite position (``int[N]``)."""
+    """The score of one chosen action per suite position (``int[N]``; ``ValueError`` for
+    another shape or a non-integer dtype, which would be scored wrong)."""
     actions = np.asarray(actions)
+    if actions.shape != (len(suite),) or not np.issubdtype(actions.dtype, np.integer):
+        raise ValueError(f"score_moves takes one integer action per position, shape ({len(suite)},); "
+                         f"got shape {actions.shape}, dtype {actions.dtype}")
     rows = np.arange(len(suite))
     in_range = (actions >= 0) & (actions < game.NUM_ACTIONS)
     safe = np.clip(actions, 0, game.NUM_ACTIONS - 1)
