@@ -166,4 +166,10 @@ def replay(record: Any) -> list:
                               + ", ".join(move_text(game, a, state, None) for a in legal))
         state = step(game, state, action)
         states.append(state)
+    if "result" in record:  # a result must be what the moves lead to
+        if not bool(state.terminated):
+            raise RecordError(f"the record gives a result, but the game goes on after its {len(record['moves'])} moves")
+        rewards = [float(r) for r in np.asarray(state.rewards)]
+        if record["result"] != rewards:
+            raise RecordError(f"the record's result {record['result']!r} is not the moves' outcome {rewards}")
     return states

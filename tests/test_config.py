@@ -181,3 +181,17 @@ def test_config_files_that_would_be_misread_are_errors(tmp_path):
 def test_run_names_that_would_misplace_the_run(override, fragment):
     with pytest.raises(ConfigError, match=fragment):
         load_config(CONFIGS / "tiny.yaml", [override])
+
+
+def test_search_config_takes_numpy_scalars_as_plain_numbers():
+    """``SearchConfig(num_simulations=np.int64(8))`` was refused ("must be a positive
+    integer, got np.int64(8)"); it is kept as a plain int, so configs still serialize."""
+    import numpy as np
+
+    from beastybar_jax.config import SearchConfig
+
+    config = SearchConfig(num_simulations=np.int64(8), gumbel_scale=np.float32(0.5))
+    assert (config.num_simulations, config.gumbel_scale) == (8, 0.5)
+    assert type(config.num_simulations) is int and type(config.gumbel_scale) is float
+    with pytest.raises(ValueError, match="must be a positive integer"):
+        SearchConfig(num_simulations=np.bool_(True))

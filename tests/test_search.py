@@ -372,3 +372,10 @@ def test_mask_logits_handles_finished_games():
 def test_bad_search_config_names_the_key(field, value):
     with pytest.raises(ValueError, match=f"search.{field}"):
         SearchConfig(**{field: value})
+
+
+def test_run_search_names_an_unbatched_state():
+    """One state where a batch ``[B]`` belongs was an IndexError deep inside."""
+    state = game.init(jax.random.key(0))
+    with pytest.raises(ValueError, match=r"run_search takes a batch of states \[B\]"):
+        run_search(game.BEASTYBAR, uniform_evaluator(game.BEASTYBAR), state, jax.random.key(1), SearchConfig())

@@ -195,6 +195,8 @@ def test_views_depend_only_on_what_the_viewer_knows():
     ("post", "/api/games", {"agent": "mcts-10@playouts=20000"}, 422, "x 20000 playouts per move"),
     ("post", "/api/records", {"record": {"game": "beastybar", "seed": 1, "moves": [], "players": ["x" * 501, "y"]}},
      422, "at most 500 characters"),
+    ("post", "/api/records", {"record": {"game": "tictactoe", "seed": 1, "moves": [4], "result": [1.0, -1.0]}},
+     422, "the game goes on after its 1 moves"),
     # the body's size is bounded before anything reads it
     ("post", "/api/records", '{"record": "' + "x" * 70_000 + '"}', 413, "request body over 65536 bytes"),
     ("get", "/api/no/such/route", None, 404, "Not Found"),
@@ -322,7 +324,10 @@ def test_watch_records_and_tictactoe_analysis(client):
     assert a["analyst"] == "mcts-16" and len(a["moves"]) == 9 and not a["learned_prior"]
     assert sum(m["visits"] for m in a["moves"]) == 16 and a["moves"][0]["visits"] >= a["moves"][-1]["visits"]
     assert a["exact"]["result"] == 0 and all(m["exact_result"] == 0 for m in a["moves"])  # every first move draws
-    partial = client.post("/api/records", json={"record": dict(record, moves=record["moves"][:2])}).json()
+    cut = dict(record, moves=record["moves"][:2])  # a game cut short: its final result no longer holds
+    assert client.post("/api/records", json={"record": cut}).status_code == 422
+    del cut["result"]
+    partial = client.post("/api/records", json={"record": cut}).json()
     assert partial["ply"] == 2 and not partial["finished"] and partial["waiting_for"] is None
     assert client.post(f"/api/games/{partial['id']}/advance", json={}).status_code == 409
     with pytest.raises(RecordError, match="after the end"):

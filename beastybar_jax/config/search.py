@@ -1,12 +1,13 @@
 """The ``search:`` config section, shared by AlphaZero's self-play, training-time
 evaluation (``eval_simulations``) and search agents: a plain frozen dataclass that
 checks its own values (the only place they are checked). Imports nothing but
-:mod:`dataclasses` and :mod:`math`."""
+:mod:`dataclasses`, :mod:`math` and :mod:`numbers`."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 
 ALGORITHMS = ("gumbel", "puct")
 
@@ -41,6 +42,12 @@ class SearchConfig:
     maxvisit_init: float = 50.0
 
     def __post_init__(self):
+        for field in dataclasses.fields(self):  # numpy scalars as the plain numbers they are
+            value = getattr(self, field.name)
+            if isinstance(value, numbers.Integral) and not isinstance(value, (bool, int)):
+                object.__setattr__(self, field.name, int(value))
+            elif isinstance(value, numbers.Real) and not isinstance(value, (bool, int, float, numbers.Integral)):
+                object.__setattr__(self, field.name, float(value))
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"search.algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
         for name in ("num_simulations", "num_determinizations", "max_num_considered_actions"):

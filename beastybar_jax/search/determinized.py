@@ -201,6 +201,9 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
     else their argmax. A finished game gets action 0 and all-zero weights, visits
     and value.
     """
+    if states.current_player.ndim != 1:
+        raise ValueError(f"run_search takes a batch of states [B]; got current_player of shape "
+                         f"{states.current_player.shape} (one state: jax.tree.map(lambda x: x[None], state))")
     batch = states.current_player.shape[0]
     num_worlds = config.num_determinizations
     num_actions = game.num_actions
