@@ -5,7 +5,7 @@ is still a circle), and the package loads nothing by name: no ``importlib``, no 
 module ``__getattr__``, so every edge is one the tools (and this test) can see. A
 package's ``__init__`` is a module of its own.
 
-The rooms, bottom up: ``validation``; ``games.base`` and the helpers every game may use
+The rooms, bottom up: ``validation`` and ``seeds``; ``games.base`` and the helpers every game may use
 (``games.choice``, ``games.text``, ``games.minimax``); one room per game
 (``games.beastybar``, ``games.tictactoe``) and their registry (``games.registry``,
 re-exported by ``games``); ``network`` and ``config`` (plain data, one module per section);
