@@ -642,14 +642,18 @@ def warm_start_params(fresh, source: str, game=None):
     them, ``fresh_paths`` lists the paths ``source`` lacks (a part it does not have, such
     as a new layer), kept as they are. ``source``: a run directory, a checkpoint, an
     exported network, or the name of one of ``game``'s shipped networks
-    (``Game.networks``: Beasty Bar's ``champion``). Raises :class:`CheckpointError` where
-    it cannot be read, shares no parameter, or has a parameter of another shape at the
-    same path (networks of other sizes)."""
+    (``Game.networks``: Beasty Bar's ``champion``). ``fresh`` may be abstract
+    (``jax.eval_shape``'s), to check a source before anything is initialized. Raises
+    :class:`CheckpointError` where it cannot be read, shares no parameter, has a parameter
+    of another shape at the same path, or one this network has no place for (networks of
+    other sizes: a deeper source's last block would be dropped without a word)."""
     path = warm_start_path(source, game)
     try:
         model = load_agent(path)
     except CheckpointError as e:
         raise CheckpointError(f"warm_start {source!r}: {e}") from None
+    if game is not None and model.game.name != game.name:
+        raise CheckpointError(f"warm_start {source!r}: a {model.game.name} network; this run plays {game.name}")
     known = {jax.tree_util.keystr(k): v for k, v in jax.tree_util.tree_flatten_with_path(model.params)[0]}
     taken, kept, other = 0, [], []
 
@@ -667,6 +671,12 @@ def warm_start_params(fresh, source: str, game=None):
         return np.asarray(value, leaf.dtype)
 
     params = jax.tree_util.tree_map_with_path(pick, fresh)
+    here = {jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(fresh)[0]}
+    unused = sorted(set(known) - here)
+    if unused:
+        raise CheckpointError(f"warm_start {source!r}: {len(unused)} of its parameter arrays have no place in this "
+                              f"run's network (e.g. {unused[0]}): the networks differ in size; check network.* "
+                              f"against the source's config")
     if other:
         raise CheckpointError(f"warm_start {source!r}: {len(other)} parameters have other shapes there (e.g. "
                               f"{other[0]}): the networks differ in size; check network.* against the source's "

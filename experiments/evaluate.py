@@ -104,9 +104,6 @@ def parse_args(argv=None) -> argparse.Namespace:
             parser.error("--decided applies to matches, not to --endgames")
         if args.opponents is not None:
             parser.error("--opponents applies to matches; --endgames scores --agent on solved positions")
-        specs = [s.strip() for s in args.agent.split(",") if s.strip()]
-        if len(set(specs)) != len(specs):
-            parser.error(f"--endgames: --agent names an agent twice: {args.agent}")
         return args
     if args.decided and get_game(args.game).exact_values is None:
         parser.error(f"--decided needs a game with an exact solver; {args.game} has none")

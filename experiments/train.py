@@ -108,6 +108,7 @@ def _main(args) -> int:
         from beastybar_jax.games import get_game
         from beastybar_jax.training.evaluation import make_opponents
 
+        warm_note = ""
         try:
             validate(config, num_devices=jax.device_count())  # divisibility on this machine too
             if config.eval_every:
@@ -116,19 +117,25 @@ def _main(args) -> int:
                 from beastybar_jax.ppo.algorithm import check_opponents
 
                 check_opponents(config, get_game(config.game))  # ppo.opponent(s) too
-            if config.warm_start:  # the network to start from is there and reads
-                from beastybar_jax.checkpoint import load_agent, warm_start_path
+            if config.warm_start:  # the network to start from reads and fits, where it is there yet
+                from beastybar_jax.checkpoint import warm_start_path
+                from beastybar_jax.training.loop import check_warm_start
 
                 try:
-                    load_agent(warm_start_path(config.warm_start, get_game(config.game)))
-                except CheckpointError as e:
-                    message = str(e)
-                    raise ConfigError(message if message.startswith("warm_start") else
-                                      f"warm_start {config.warm_start!r}: {message}") from None
+                    warm_start_path(config.warm_start, get_game(config.game))
+                except CheckpointError as e:  # an earlier stage may write it (configs/champion.yaml)
+                    warm_note = f"note: {e}; the run refuses to start until it is there"
+                else:
+                    try:
+                        check_warm_start(config, get_game(config.game))
+                    except CheckpointError as e:
+                        raise ConfigError(str(e)) from None
         except ConfigError as e:
             print(f"config error: {e}", file=sys.stderr)
             return 2
         print(json.dumps(config.to_dict(), indent=2))
+        if warm_note:
+            print(warm_note, file=sys.stderr)
         print(f"config ok; run_dir {config.resolved_run_dir}{' (resume)' if args.resume else ''}")
         return 0
 

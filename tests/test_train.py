@@ -152,6 +152,21 @@ def test_a_warm_start_takes_the_parameters_the_source_shares(full_run, tmp_path)
     with pytest.raises(CheckpointError, match="no such run directory or checkpoint"):
         TrainLoop(missing, trainer=tiny_training.trainer(), console=False)
     assert not (tmp_path / "refused").exists()
+    # A deeper source into a shallower network: its last block has no place (it was dropped
+    # without a word); refused on the shapes alone, before the run writes anything.
+    from beastybar_jax.checkpoint import TrainedModel, save_exported
+
+    deep_config = tiny_training.tiny_config(tmp_path / "unused", "network.depth=2")
+    exported = save_exported(TrainedModel(network=make_network(deep_config.network, game), params=deeper,
+                                          config=deep_config, iteration=0, path="", game=game), tmp_path / "deep")
+    with pytest.raises(CheckpointError, match="parameter arrays have no place in this run's network"):
+        warm_start_params(fresh(width=32, depth=1), exported)
+    too_deep = tiny_training.tiny_config(tmp_path / "refused_deep", f"warm_start={exported}")
+    with pytest.raises(CheckpointError, match="have no place"):
+        TrainLoop(too_deep, trainer=tiny_training.trainer(), console=False)
+    assert not (tmp_path / "refused_deep").exists()
+    with pytest.raises(CheckpointError, match="a beastybar network; this run plays tictactoe"):
+        warm_start_params(deeper, exported, get_game("tictactoe"))
 
 
 def test_load_agent_restores_a_usable_network(full_run):

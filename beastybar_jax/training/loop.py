@@ -36,7 +36,7 @@ import numpy as np
 from beastybar_jax.config import TrainConfig
 from beastybar_jax.games import Game, get_game
 from beastybar_jax.training import distributed
-from beastybar_jax.checkpoint import CheckpointError, Checkpointer, warm_start_params, warm_start_path
+from beastybar_jax.checkpoint import CheckpointError, Checkpointer, warm_start_params
 from beastybar_jax.training.compilation import compile_in_thread, enable_compilation_cache
 from beastybar_jax.training.guards import check_finite_losses, check_finite_state
 from beastybar_jax.training.interrupt import Interrupted, StopRequest, acknowledge_stop, signal_name, when_forced
@@ -47,6 +47,17 @@ from beastybar_jax.seeds import seed_key
 
 IterationHook = Callable[["TrainLoop", int, dict], Optional[dict]]
 """``hook(loop, iteration, metrics) -> extra metrics or None``, called after each iteration."""
+
+
+def check_warm_start(config: TrainConfig, game: Game) -> None:
+    """Raise :class:`~beastybar_jax.checkpoint.CheckpointError` unless ``config.warm_start``
+    fits ``config``'s network (as :func:`warm_started` will find): checked on the
+    network's shapes, before anything is written, initialized or compiled."""
+    from beastybar_jax.network import init_params, make_network
+
+    network = make_network(config.network, game)
+    shapes = jax.eval_shape(lambda key: init_params(network, key, game.observation_size), jax.random.key(0))
+    warm_start_params(shapes, config.warm_start, game)
 
 
 def warm_started(trainer: Trainer, state, source: str):
@@ -114,8 +125,8 @@ class TrainLoop:
             what = "does not exist" if not os.path.exists(self.run_dir) else "holds no checkpoints"
             raise CheckpointError(f"cannot resume: {self.run_dir} {what}; start a new run without --resume "
                                   f"(or check run_dir / name)")
-        if config.warm_start and not resume:
-            warm_start_path(config.warm_start, game)  # a missing source is refused before anything is written
+        if config.warm_start and not resume:  # a source that does not fit is refused before anything is written
+            check_warm_start(config, game)
         if self.is_main:
             prepare_run_dir(self.run_dir)
             self._lock = RunLock(self.run_dir).acquire()
