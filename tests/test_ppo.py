@@ -316,3 +316,15 @@ def test_a_short_quick_run_beats_random_clearly(tmp_path):
     untrained, trained = evaluate(initial_params), evaluate(trained_params)  # host arrays: one signature
     assert trained["eval_random_win_rate"] >= 0.7, trained
     assert trained["eval_random_win_rate"] >= untrained["eval_random_win_rate"] + 0.15, (trained, untrained)
+
+
+def test_what_an_iteration_did_not_measure_is_left_out_of_the_log():
+    """Results against an opponent no game finished against, and game metrics of an
+    iteration that finished none, read as 0 wins and a 0.5 score in the curves."""
+    from beastybar_jax.ppo.algorithm import ALGORITHM
+
+    metrics = dict(games_finished=0, mean_game_length=0.0, draw_rate=0.0, games_vs_random=0, win_rate_vs_random=0.0,
+                   score_vs_random=0.5, games_vs_pool=3, win_rate_vs_pool=1.0, score_vs_pool=1.0, loss=0.3)
+    assert set(ALGORITHM.unmeasured(metrics)) == {"win_rate_vs_random", "score_vs_random", "mean_game_length",
+                                                  "draw_rate", "first_player_score"}
+    assert ALGORITHM.unmeasured(dict(metrics, games_finished=4, games_vs_random=1)) == ()

@@ -189,7 +189,7 @@ def test_kill_9_then_resume_logs_each_iteration_once(tmp_path, full_run):
     assert iterations(run.run_dir) == list(range(1, 7))
     reference = {r["iteration"]: r for r in full_run["metrics"]}
     for r in read_jsonl(str(run.run_dir / "metrics.jsonl")):
-        assert r["loss"] == reference[r["iteration"]]["loss"]
+        assert r.get("loss") == reference[r["iteration"]].get("loss")  # absent where it did not train
 
 
 def test_interrupt_during_the_first_compile_leaves_nothing_that_blocks_a_new_run(tmp_path):

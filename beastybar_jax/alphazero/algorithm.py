@@ -31,7 +31,7 @@ from beastybar_jax.alphazero.loss import loss_fn
 from beastybar_jax.alphazero.replay import ReplayBuffer
 from beastybar_jax.network import init_params
 from beastybar_jax.training import sharding
-from beastybar_jax.training.algorithm import Algorithm
+from beastybar_jax.training.algorithm import Algorithm, unmeasured_game_metrics
 from beastybar_jax.training.optimizer import make_schedule
 
 LEARNER_METRICS = ("loss", "policy_loss", "value_loss", "aux_loss", "policy_entropy", "grad_norm")
@@ -177,6 +177,13 @@ def make_iteration(config, game, network, optimizer, mesh=None):
     return iteration
 
 
+def unmeasured(metrics) -> tuple[str, ...]:
+    """The learner's metrics of an iteration that did not train (the buffer was filling),
+    the game metrics of one that finished no game."""
+    untrained = LEARNER_METRICS if metrics.get("trained", 1) == 0 else ()
+    return untrained + unmeasured_game_metrics(metrics)
+
+
 ALGORITHM = Algorithm(
     name="alphazero",
     init=init,
@@ -184,4 +191,5 @@ ALGORITHM = Algorithm(
     state_shardings=state_shardings,
     updates_per_iteration=updates_per_iteration,
     simulations_per_move=simulations_per_move,
+    unmeasured=unmeasured,
 )

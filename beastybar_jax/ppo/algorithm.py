@@ -31,7 +31,7 @@ from beastybar_jax.ppo import rollout
 from beastybar_jax.config.ppo import POOL, SELF, PPOConfig
 from beastybar_jax.ppo.loss import Batch, advantages, loss_fn
 from beastybar_jax.training import sharding
-from beastybar_jax.training.algorithm import Algorithm
+from beastybar_jax.training.algorithm import Algorithm, unmeasured_game_metrics
 from beastybar_jax.training.optimizer import make_schedule
 from beastybar_jax.validation import ConfigError
 
@@ -236,10 +236,19 @@ def make_iteration(config, game, network, optimizer, mesh=None):
     return iteration
 
 
+def unmeasured(metrics) -> tuple[str, ...]:
+    """The results against an opponent no game of the iteration finished against, the
+    game metrics of one that finished no game."""
+    idle = tuple(f"{kind}_vs_{key[len('games_vs_'):]}" for key, games in metrics.items()
+                 if key.startswith("games_vs_") and games == 0 for kind in ("win_rate", "score"))
+    return idle + unmeasured_game_metrics(metrics)
+
+
 ALGORITHM = Algorithm(
     name="ppo",
     init=init,
     make_iteration=make_iteration,
     state_shardings=state_shardings,
     updates_per_iteration=updates_per_iteration,
+    unmeasured=unmeasured,
 )

@@ -34,6 +34,10 @@ class Algorithm:
         an iteration takes (sizes the learning-rate schedule).
       simulations_per_move: ``simulations_per_move(config) -> int`` search
         simulations behind each move (0 without search), for throughput logging.
+      unmeasured: ``unmeasured(metrics) -> names`` of an iteration's metrics that
+        measured nothing there (the losses of an iteration that did not train, a rate
+        over no finished game): the log leaves them out rather than write a placeholder
+        0 that would read as a measurement. Hooks still see every metric.
     """
 
     name: str
@@ -42,3 +46,13 @@ class Algorithm:
     state_shardings: Callable[[Any, Any], Any]
     updates_per_iteration: Callable[[Any], int]
     simulations_per_move: Callable[[Any], int] = lambda config: 0
+    unmeasured: Callable[[Any], Any] = lambda metrics: ()
+
+
+GAME_METRICS = ("mean_game_length", "draw_rate", "first_player_score")
+"""Metrics over the games an iteration finished: unmeasured when it finished none."""
+
+
+def unmeasured_game_metrics(metrics) -> tuple[str, ...]:
+    """:data:`GAME_METRICS` where ``metrics["games_finished"]`` is 0."""
+    return GAME_METRICS if metrics.get("games_finished", 1) == 0 else ()

@@ -257,7 +257,8 @@ class TrainLoop:
             except KeyboardInterrupt as e:  # a hook stopped: the iteration is done, log it
                 interrupted = e
         # The line first: a checkpoint never holds an iteration whose line is missing.
-        self.logger.log(iteration, metrics)
+        unmeasured = set(self.trainer.algorithm.unmeasured(metrics))
+        self.logger.log(iteration, {k: v for k, v in metrics.items() if k not in unmeasured})
         self._logged = iteration
         if interrupted is not None:
             raise interrupted
