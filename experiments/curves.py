@@ -106,7 +106,10 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     seen = sorted({o for rows in curves.values() for r in rows for o in r["win_rates"]})
-    opponents = [o.strip() for o in args.opponents.split(",")] if args.opponents else seen
+    from beastybar_jax.training.metrics import metric_name  # how the log names an opponent (mcts-32: mcts_32)
+
+    opponents = [metric_name(o.strip()) if o.strip() else "" for o in args.opponents.split(",")] \
+        if args.opponents else seen
     unknown = [o for o in opponents if o not in seen]
     if unknown or not opponents:
         parser.error(f"--opponents: no run was evaluated against {unknown[0] if unknown else 'any of them'!r}; "

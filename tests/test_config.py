@@ -75,6 +75,7 @@ def test_to_dict_from_dict_round_trip():
     (["search.gumbel_scale=.nan"], "search.gumbel_scale must be a finite number"),
     (["search.pb_c_base=0"], "search.pb_c_base must be > 0"),
     (["eval_every=2", "eval_opponents=[]"], "would evaluate nothing"),
+    (["eval_games=5"], "'eval_games' must be even"),  # 2 deals, 4 games were played
     (["alphazero.batch_size=0"], "'alphazero.batch_size' must be >= 1"),
     (["game=chess"], "'game' must be one of beastybar"),
     (["algorithm=dqn"], "'algorithm' must be one of alphazero"),

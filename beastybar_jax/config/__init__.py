@@ -273,6 +273,8 @@ def validate(config: TrainConfig, num_devices: int | None = None, game=None) -> 
     check(not (c.eval_every and not c.eval_opponents), "eval_opponents",
           f"is empty, so eval_every: {c.eval_every} would evaluate nothing; name opponents or set eval_every: 0")
     check_at_least(c.eval_games, 1, "eval_games")
+    check(c.eval_games % 2 == 0, "eval_games", f"must be even (each deal is played twice, seats swapped), "
+                                               f"got {c.eval_games}")
     check(all(isinstance(o, str) and o for o in c.eval_opponents), "eval_opponents",
           "must be a list of agent names such as [random, heuristic]")
     check(c.eval_simulations >= 0, "eval_simulations", f"must be >= 0 (0 = raw policy), got {c.eval_simulations}")

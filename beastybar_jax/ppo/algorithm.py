@@ -18,7 +18,6 @@ ring replicated), and runs the loop, checkpoints, metrics and evaluation around 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import chex
@@ -28,6 +27,7 @@ import optax
 
 from beastybar_jax.network import init_params
 from beastybar_jax.ppo import rollout
+from beastybar_jax.training.metrics import metric_name
 from beastybar_jax.config.ppo import POOL, SELF, PPOConfig
 from beastybar_jax.ppo.loss import Batch, advantages, loss_fn
 from beastybar_jax.training import sharding
@@ -110,11 +110,6 @@ def refresh_pool(pool, params, iteration: jax.Array, config: PPOConfig):
     due = (iteration > 0) & (iteration % config.pool_refresh_every == 0)
     slot = (iteration // config.pool_refresh_every) % config.pool_size
     return jax.tree.map(lambda ring, p: ring.at[slot].set(jnp.where(due, p, ring[slot])), pool, params)
-
-
-def metric_name(kind: str) -> str:
-    """An opponent kind as a metric-name fragment: ``checkpoint:runs/x`` -> ``checkpoint_runs_x``."""
-    return re.sub(r"[^0-9A-Za-z]+", "_", kind).strip("_") or "opponent"
 
 
 def build_opponents(config, game, network) -> tuple[rollout.OpponentSlots, ...]:

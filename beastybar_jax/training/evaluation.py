@@ -30,6 +30,7 @@ from beastybar_jax.agents import AgentSpecError, batch_act, make_agent, network_
 from beastybar_jax.config import ConfigError, TrainConfig
 from beastybar_jax.games.base import Game
 from beastybar_jax.training import distributed
+from beastybar_jax.training.metrics import metric_name
 from beastybar_jax.checkpoint import CheckpointError
 from beastybar_jax.seeds import seed_key
 
@@ -100,7 +101,7 @@ def make_evaluator(config: TrainConfig, game: Game, network, opponents: list | N
             compiled = lowered.compile() if compile is None else compile(lowered)
             distributed.barrier("evaluation compiled", config.distributed_timeout)
         results, endgame_moves = jax.device_get(compiled(params))
-        metrics = {f"eval_{opponent.name}_{k}": float(v)
+        metrics = {f"eval_{metric_name(opponent.name)}_{k}": float(v)
                    for opponent, r in zip(opponents, results) for k, v in r.items()}
         if yardstick is not None:
             metrics.update({f"eval_endgames_{k}": float(v) for k, v in yardstick.score(endgame_moves).items()})
