@@ -168,6 +168,15 @@ def test_processes_with_different_configs_are_refused(tmp_path, cache_dir):
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+def test_processes_with_different_options_are_refused(tmp_path, cache_dir):
+    """``--resume`` given to one process only: it waited for the other forever."""
+    results = run_processes(tiny_argv(tmp_path / "run"), 2, 1, cache_dir, extra={1: ["--resume"]})
+    for pid, done in enumerate(results):
+        assert done.returncode == 2, (pid, done.stderr[-2000:])
+        assert "different options (--resume)" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
 def test_an_unreachable_coordinator_is_a_timeout_with_a_message(tmp_path, cache_dir):
     port = free_port()  # nobody listens there
     done = run_one(tiny_argv(tmp_path / "run", "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",

@@ -22,7 +22,6 @@ On the CPU backend the processes talk through gloo.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -143,22 +142,27 @@ def _allgather_bytes(data: bytes) -> list[bytes]:
     return [bytes(row[:n]) for row, n in zip(gathered, lengths)]
 
 
-def check_same_config(config) -> None:
-    """Raise ``ConfigError`` on every process when the processes' configs differ (a
-    collective; a no-op with one process), naming the keys that differ."""
+def check_same_config(config, options: dict | None = None) -> None:
+    """Raise ``ConfigError`` on every process when the processes' configs, or their
+    command-line ``options`` (``{"--resume": True, ...}``), differ (a collective; a no-op
+    with one process), naming what differs. A process resuming beside one starting
+    afresh would wait for it forever."""
     if jax.process_count() == 1:
         return
     from beastybar_jax.config import ConfigError, TrainConfig, config_diff
 
-    text = json.dumps(config.to_dict(), sort_keys=True).encode()
-    everyone = _allgather_bytes(text)
-    digests = [hashlib.sha256(t).hexdigest()[:12] for t in everyone]
-    if len(set(digests)) == 1:
+    text = json.dumps(dict(config=config.to_dict(), options=options or {}), sort_keys=True).encode()
+    everyone = [json.loads(t) for t in _allgather_bytes(text)]
+    if all(e == everyone[0] for e in everyone[1:]):
         return
+    options_differ = sorted({k for e in everyone[1:] for k in set(e["options"]) | set(everyone[0]["options"])
+                             if e["options"].get(k) != everyone[0]["options"].get(k)})
+    if options_differ:
+        raise ConfigError(f"the {len(everyone)} processes were started with different options ({', '.join(options_differ)}"
+                          f"); start every process with the same command line but --process-id")
     differing = set()
     for other in everyone[1:]:
-        diff = config_diff(TrainConfig.from_dict(json.loads(everyone[0])),
-                           TrainConfig.from_dict(json.loads(other)))
+        diff = config_diff(TrainConfig.from_dict(everyone[0]["config"]), TrainConfig.from_dict(other["config"]))
         differing.update(diff)
     raise ConfigError(
         f"the {len(everyone)} processes were started with different configs (they differ in: "

@@ -97,7 +97,8 @@ class TrainLoop:
                  allow_schedule_change: bool = False):
         if config.distributed:
             distributed.initialize(timeout_seconds=config.distributed_timeout)
-        distributed.check_same_config(config)
+        distributed.check_same_config(config, {"--resume": bool(resume),
+                                               "--allow-schedule-change": bool(allow_schedule_change)})
         self.config = config
         self.run_dir = os.path.abspath(config.resolved_run_dir)
         self.is_main = jax.process_index() == 0
