@@ -250,8 +250,9 @@ class LivePlot:
         """``rows``: (iteration, metrics) pairs."""
         fig, (ax_loss, ax_eval) = plt.subplots(1, 2, figsize=(12, 3.8))
         trained = [(i, r) for i, r in rows if r.get("trained", 0) > 0]
-        for name in LOSSES:
-            ax_loss.plot([i for i, _ in trained], [r[name] for _, r in trained], label=name)
+        for name in LOSSES:  # aux_loss only with the score-margin head
+            if trained and name in trained[0][1]:
+                ax_loss.plot([i for i, _ in trained], [r[name] for _, r in trained], label=name)
         ax_loss.set(xlabel="iteration", title="training losses", xlim=(0, self.total))
         ax_loss.legend(loc="best")
         for opponent in OPPONENTS:

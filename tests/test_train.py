@@ -61,6 +61,19 @@ def test_training_lowers_the_loss_on_its_replay_data(full_run):
     assert after["value_loss"] < before["value_loss"]
 
 
+def test_the_aux_loss_is_reported_only_where_it_counts(full_run):
+    """Without the score-margin head the aux loss has weight 0: it was still logged and
+    shown ("aux 0.924") beside parts that then did not add up to ``loss``."""
+    state, config = full_run["state"], full_run["config"]
+    batch = jax.tree.map(lambda x: jnp.asarray(x[:8]), state.replay.records)
+    network = tiny_training.trainer().network
+    with_head = loss_fn(state.params, network, batch, config.alphazero, True)[1]
+    without = loss_fn(state.params, network, batch, config.alphazero, False)[1]
+    assert "aux_loss" in with_head and "aux_loss" not in without
+    assert float(without["loss"]) == pytest.approx(float(without["policy_loss"]) + config.alphazero.value_loss_weight
+                                                   * float(without["value_loss"]), rel=1e-5)
+
+
 def test_aux_score_head_learns_when_enabled(full_run):
     assert full_run["config"].network.aux_score_head
     initial = full_run["initial_params"]["params"]["score_head"]["kernel"]

@@ -117,7 +117,8 @@ def make_learner(network, optimizer: optax.GradientTransformation, az: AlphaZero
 
     def learn(params, opt_state, replay, key):
         if az.updates_per_iteration == 0:
-            return params, opt_state, {name: jnp.zeros((), jnp.float32) for name in LEARNER_METRICS}
+            return params, opt_state, {name: jnp.zeros((), jnp.float32) for name in LEARNER_METRICS
+                                       if aux_score_head or name != "aux_loss"}
         (params, opt_state, _), metrics = jax.lax.scan(
             sgd_step, (params, opt_state, replay), jax.random.split(key, az.updates_per_iteration))
         return params, opt_state, jax.tree.map(jnp.mean, metrics)

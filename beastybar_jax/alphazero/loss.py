@@ -35,4 +35,6 @@ def loss_fn(params, network, batch: Records, config: AlphaZeroConfig, aux_score_
     entropy = -jnp.mean(jnp.sum(jnp.where(batch.legal_mask, policy * log_policy, 0.0), axis=-1))
     metrics = dict(loss=loss, policy_loss=policy_loss, value_loss=value_loss, aux_loss=aux_loss,
                    policy_entropy=entropy)
+    if not aux_score_head:  # a loss of weight 0: not part of ``loss``, so not reported
+        del metrics["aux_loss"]
     return loss, metrics

@@ -155,4 +155,6 @@ def loss_fn(params, network, batch: Batch, config: PPOConfig, aux_score_head: bo
         clip_fraction=_weighted_mean((jnp.abs(ratio - 1.0) > config.clip_epsilon).astype(jnp.float32), weight,
                                      count),
     )
+    if not aux_score_head:  # a loss of weight 0: not part of ``loss``, so not reported
+        del metrics["aux_loss"]
     return loss, metrics
