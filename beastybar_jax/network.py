@@ -309,7 +309,7 @@ class AfterstateScorer(nn.Module):
 
     def __call__(self, observations, features):
         num = observations.shape[0]
-        if self.source.compact is None:
+        if self.source.compact is None or num == 0:  # an empty batch has no lists to build
             return self.in_slots(observations, features)
         # Lists for each group of AFTERSTATE_GROUP observations, not for the batch: a
         # list stays on one device where a batch is split over devices in multiples of it.
@@ -492,9 +492,11 @@ class PolicyValueNet(nn.Module):
         if cfg.afterstates:
             flat = observation.reshape(-1, observation.shape[-1])
             move_logits, pooled = AfterstateScorer(cfg.afterstate_width, self.num_actions, self.afterstates,
-                                                   name="afterstates")(flat, features.reshape(flat.shape[0], -1))
-            move_logits = move_logits.reshape(*observation.shape[:-1], -1)
-            pooled = pooled.reshape(*observation.shape[:-1], -1)
+                                                   name="afterstates")(flat, features.reshape(flat.shape[0],
+                                                                                              features.shape[-1]))
+            # Sizes spelled out: an empty batch has no -1 to infer.
+            move_logits = move_logits.reshape(*observation.shape[:-1], move_logits.shape[-1])
+            pooled = pooled.reshape(*observation.shape[:-1], pooled.shape[-1])
             policy_logits = policy_logits + move_logits
             features = jnp.concatenate([features, pooled], axis=-1)
         value = jnp.tanh(head(1, "value_head")(features)[..., 0])

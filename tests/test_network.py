@@ -174,3 +174,15 @@ def test_bad_network_config_names_the_key(field, value, message):
     kwargs = {"torso": "attention", "width": 32, "num_heads": 4, field: value}
     with pytest.raises(ValueError, match=message):
         NetworkConfig(**kwargs)
+
+
+def test_an_empty_batch_gives_empty_outputs():
+    """The champion's network on ``[0, O]`` observations was a ZeroDivisionError."""
+    import jax.numpy as jnp
+
+    from beastybar_jax.checkpoint import load_exported
+    from beastybar_jax.games.beastybar.env import CHAMPION_DIR
+
+    model = load_exported(CHAMPION_DIR)
+    out = model.network.apply(model.params, jnp.zeros((0, model.game.observation_size)))
+    assert (out.policy_logits.shape, out.value.shape, out.score_margin.shape) == ((0, 31), (0,), (0,))
