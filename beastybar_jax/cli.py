@@ -20,7 +20,6 @@ import os
 from beastybar_jax.seeds import DEAL_SEED_LIMIT, SEED_LIMIT
 
 
-
 class OneLineParser(argparse.ArgumentParser):
     """Argument errors as one line (``prog: error: argument --x: ... (see --help)``), exit code 2."""
 

@@ -105,9 +105,10 @@ def legal_actions(game: Game, state) -> list[int]:
 def step(game: Game, state, action: int):
     """``game.step`` compiled once per game, on host values (the state after ``action``,
     an integer id: ``ValueError`` for a float or a bool, as ``game.step`` refuses them)."""
-    if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer)):
+    value = np.asarray(action)
+    if isinstance(action, bool) or value.ndim != 0 or not np.issubdtype(value.dtype, np.integer):
         raise ValueError(f"an action is an integer id, got {action!r}")
-    return jax.device_get(_compiled(game)[0](state, int(action)))
+    return jax.device_get(_compiled(game)[0](state, int(value)))
 
 
 def make_record(game: Game, seed: int, players, moves, final_state=None) -> dict:

@@ -108,8 +108,8 @@ def main(argv=None) -> int:
     seen = sorted({o for rows in curves.values() for r in rows for o in r["win_rates"]})
     from beastybar_jax.training.metrics import metric_name  # how the log names an opponent (mcts-32: mcts_32)
 
-    opponents = [metric_name(o.strip()) if o.strip() else "" for o in args.opponents.split(",")] \
-        if args.opponents else seen
+    opponents = [o.strip() if o.strip() in seen else metric_name(o.strip()) if o.strip() else ""
+                 for o in args.opponents.split(",")] if args.opponents else seen  # runs logged before either way
     unknown = [o for o in opponents if o not in seen]
     if unknown or not opponents:
         parser.error(f"--opponents: no run was evaluated against {unknown[0] if unknown else 'any of them'!r}; "

@@ -117,7 +117,7 @@ def _main(args) -> int:
                 from beastybar_jax.ppo.algorithm import check_opponents
 
                 check_opponents(config, get_game(config.game))  # ppo.opponent(s) too
-            if config.warm_start:  # the network to start from reads and fits, where it is there yet
+            if config.warm_start and not args.resume:  # the network to start from reads and fits, where it is there
                 from beastybar_jax.checkpoint import warm_start_path
                 from beastybar_jax.training.loop import check_warm_start
 

@@ -82,3 +82,11 @@ def test_opponents_are_named_in_the_log_without_characters_that_nest_tensorboard
     assert metric_name("checkpoint:/tmp/run@sims=8") == "checkpoint_tmp_run_sims_8"
     assert [metric_name(n) for n in ("outcome_heuristic", "mcts-32", "solver+heuristic")] == [
         "outcome_heuristic", "mcts_32", "solver_heuristic"]
+
+    from beastybar_jax.config import ConfigError
+    from beastybar_jax.games import get_game
+    from beastybar_jax.training.evaluation import make_opponents
+
+    config = tiny_training.tiny_config("unused", "eval_every=2", "eval_opponents=[mcts-2, mcts_2]")
+    with pytest.raises(ConfigError, match="two opponents would be logged as eval_mcts_2_"):
+        make_opponents(config, get_game("beastybar"))

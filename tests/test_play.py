@@ -150,6 +150,7 @@ def test_the_playing_helpers_refuse_what_the_game_refuses():
     called an unfinished game a draw, and ``make_agent`` takes a game's name as its
     siblings do."""
     import jax
+    import numpy as np
 
     from beastybar_jax.agents import make_agent
     from beastybar_jax.games import get_game
@@ -157,9 +158,10 @@ def test_the_playing_helpers_refuse_what_the_game_refuses():
 
     game = get_game("tictactoe")
     state, _ = deal(game, 1)
-    for bad in (4.9, True):
+    for bad in (4.9, True, np.float32(4.0), np.array([4])):
         with pytest.raises(ValueError, match="an action is an integer id"):
             step(game, state, bad)
+    assert np.array_equal(step(game, state, np.asarray(4)).board, step(game, state, 4).board)  # an agent's output
     with pytest.raises(ValueError, match="the game goes on"):
         outcome(game, state, 0)
     while not bool(state.terminated):

@@ -281,6 +281,15 @@ def test_the_agent_pool_never_evicts_a_default_or_a_compile_and_bounds_the_queue
         c.app.state.pool.max_pending = 0
         response = c.post("/api/games", json={"game": "tictactoe", "agent": "mcts-4"})
         assert response.status_code == 503 and "try again" in response.json()["error"]
+        c.app.state.pool.max_pending = 1
+        # A game whose agent was evicted while the queue is full: its status says so (the
+        # move that led there was played; a 503 would have read as if it had not been).
+        view = c.post("/api/games", json={"game": "tictactoe", "agent": "random", "seat": "second"}).json()
+        c.app.state.pool._entries.clear()
+        c.app.state.pool.max_pending = 0
+        again = c.get(f"/api/games/{view['id']}")
+        assert again.status_code == 200 and again.json()["agent_status"]["status"] == "queued"
+        assert "try again" in again.json()["agent_status"]["error"]
     gate.set()
     assert all(pool.agent(game, spec).ready.wait(300) for spec in ("random", "mcts-2"))
     pool.agent(game, "mcts-3")  # the queue has room again; the least recent non-default goes

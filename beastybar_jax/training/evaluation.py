@@ -1,7 +1,7 @@
 """Evaluation during training: the current network against fixed opponents.
 
 Every ``eval_every`` iterations (and after the last one) the network plays
-``eval_games`` duplicate-format games (``eval_games / 2`` deals, seats swapped)
+``eval_games`` duplicate-format games (``eval_games / 2`` deals, rounded up; seats swapped)
 against each of ``eval_opponents`` (registry names, e.g. ``random``,
 ``heuristic``). The match is one jitted function of the parameters, compiled
 once per run; the deals are the same at every evaluation so the curve is not
@@ -38,7 +38,13 @@ from beastybar_jax.seeds import seed_key
 def make_opponents(config: TrainConfig, game: Game) -> list:
     """The ``eval_opponents`` agents for the run's game; raises :class:`ConfigError`
     (``config key 'eval_opponents': ...``) for a name the registry does not know or a
-    checkpoint that cannot be read. Called before compiling, so a typo costs nothing."""
+    checkpoint that cannot be read, or two opponents the log would name alike (their
+    keys would overwrite each other). Called before compiling, so a typo costs nothing."""
+    names = [metric_name(name) for name in config.eval_opponents]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(f"config key 'eval_opponents': two opponents would be logged as eval_{twice[0]}_*: "
+                          f"{', '.join(o for o, n in zip(config.eval_opponents, names) if n == twice[0])}")
     try:
         return [make_agent(name, game=game) for name in config.eval_opponents]
     except (AgentSpecError, CheckpointError) as e:
@@ -66,7 +72,7 @@ def make_evaluator(config: TrainConfig, game: Game, network, opponents: list | N
     compile and lets Ctrl-C in) the match is compiled ahead of time for the first
     ``params``' shapes and shardings; without it, ``jax.jit`` compiles on first use."""
     opponents = make_opponents(config, game) if opponents is None else opponents
-    num_deals = max(1, config.eval_games // 2)
+    num_deals = -(-config.eval_games // 2)  # an odd eval_games is rounded up: each deal is played twice
     search = None
     if config.eval_simulations > 0:
         search = dataclasses.replace(config.search, num_simulations=config.eval_simulations)

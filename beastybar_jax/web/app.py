@@ -143,7 +143,7 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
         if warm:
             pool.agent(get_game(name), spec, pin=True)
         else:
-            pool.pinned.add(("act", name, spec))
+            pool.pinned.add(("act", name, spec.strip()))
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
@@ -177,9 +177,18 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
             raise ApiError(503, str(e)) from None
 
     def status_of(session: Session) -> dict | None:
+        """The status of the agent to move. Reported after a move was played, so a full
+        compile queue is a status (``queued``: ask again), never an error of that move."""
         if session.waiting_for() != "agent":
             return None
-        return compiled("act", session.game, session.players[session.to_move]).describe()
+        spec = session.players[session.to_move]
+        try:
+            return compiled("act", session.game, spec).describe()
+        except ApiError as e:
+            if e.status != 503:
+                raise
+            return {"spec": spec, "game": session.game.name, "status": "queued", "error": e.message,
+                    "compile_seconds": 0.0}
 
     def agent_key(seed: int) -> jax.Array:
         if agent_seed is None:
@@ -299,7 +308,10 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
                                 "watch": session.players[mover]}.get(session.mode) or defaults[session.game.name]
         entry = compiled("analyse", session.game, spec)
         # The exact solver only where it applies; it compiles once per game, for every analyst.
-        solver = pool.exact(session.game) if exact_applies(session.game, state) else None
+        try:
+            solver = pool.exact(session.game) if exact_applies(session.game, state) else None
+        except PoolBusy as e:
+            raise ApiError(503, str(e)) from None
         for part, what in ((entry, f"the analysis with {entry.spec}"), (solver, "the exact endgame solver")):
             if part is not None and part.status == "compiling":
                 return JSONResponse(status_code=202, content={"status": "compiling", "analyst": entry.spec,

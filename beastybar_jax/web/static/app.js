@@ -161,6 +161,7 @@ function statusText() {
     return `Compiling ${status.spec} for its first move (once per agent; this can take a minute)\u2026`;
   }
   if (status && status.status === "error") return `The agent ${status.spec} failed: ${status.error}`;
+  if (status && status.status === "queued") return `${status.spec} waits for other agents to compile: ${status.error}`;
   return `${seatName(G.to_move)} is thinking\u2026`;
 }
 
