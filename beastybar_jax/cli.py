@@ -108,9 +108,10 @@ def check_writable_directory(path: str | os.PathLike, flag: str, *, empty: bool 
     path = os.path.abspath(os.fspath(path))
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"{flag} {path} is a file, not a directory")
-    if empty and os.path.isdir(path) and os.listdir(path):
-        raise ValueError(f"{flag} {path} is not empty ({', '.join(sorted(os.listdir(path))[:3])}"
-                         f"{', ...' if len(os.listdir(path)) > 3 else ''}): give a new or empty directory")
+    held = sorted(os.listdir(path)) if empty and os.path.isdir(path) else []
+    if held:
+        raise ValueError(f"{flag} {path} is not empty ({', '.join(held[:3])}{', ...' if len(held) > 3 else ''}): "
+                         f"give a new or empty directory")
     try:
         os.makedirs(path, exist_ok=True)
         probe = os.path.join(path, f".write_test_{os.getpid()}")

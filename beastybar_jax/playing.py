@@ -10,21 +10,22 @@ A **game record** is plain JSON::
 ``players[p]`` names who sat in seat ``p`` (an agent spec, or ``"human"``), ``moves`` are
 action ids in the order played, ``result`` the final rewards (absent while a game goes
 on). The deal is ``deal(game, seed)`` (``seed`` in ``[0, 2**53)``, which a browser's
-JSON numbers hold exactly), so :func:`replay` rebuilds every state of the game from the record alone (the agents' own randomness is not needed: their moves are
-in the record).
+JSON numbers hold exactly), so :func:`replay` rebuilds every state of the game from the
+record alone (the agents' own randomness is not needed: their moves are in the record).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import secrets
 from typing import Any
 
 import jax
 import numpy as np
 
 from beastybar_jax.games import GAME_NAMES, Game, get_game
-from beastybar_jax.seeds import DEAL_SEED_LIMIT, seed_key
+from beastybar_jax.seeds import DEAL_SEED_LIMIT, is_seed, seed_key
 
 RECORD_FORMAT = "beastybar_jax.record/1"
 MAX_PLAYER_NAME = 500  # characters: an agent spec is far shorter
@@ -38,10 +39,17 @@ def deal(game: Game, seed: int) -> tuple[Any, jax.Array]:
     """``(state, key)``: the first state of the game dealt by ``seed`` (an integer in
     ``[0, 2**53)``, else ``ValueError``) and a key for whatever else the game needs at
     random (the seat, the agents' keys). Every seed deals its own game (``seeds.seed_key``)."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < DEAL_SEED_LIMIT:
+    if not is_seed(seed, DEAL_SEED_LIMIT):
         raise ValueError(f"a deal seed must be an integer in [0, 2**53), got {seed!r}")
     deal_key, key = jax.random.split(seed_key(seed))
     return game.init(deal_key), key
+
+
+def secret_deal_seed() -> int:
+    """A random deal seed for a deal the human must not know: drawn from all ``2**53``
+    (the seed gives away every hidden card, and ``2**31`` seeds can be searched for the
+    one that matches what the human has seen)."""
+    return secrets.randbelow(DEAL_SEED_LIMIT)
 
 
 SEATS = ("first", "second", "random")
@@ -137,7 +145,7 @@ def check_record(record: Any) -> dict:
     if record["game"] not in GAME_NAMES:
         raise RecordError(f"unknown game {record['game']!r}; known games: {', '.join(GAME_NAMES)}")
     seed, moves = record["seed"], record["moves"]
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < DEAL_SEED_LIMIT:
+    if not isinstance(seed, int) or not is_seed(seed, DEAL_SEED_LIMIT):  # JSON: a plain int
         raise RecordError(f"the seed must be an integer in [0, 2**53), got {seed!r}")
     if not isinstance(moves, list) or any(isinstance(m, bool) or not isinstance(m, int) for m in moves):
         raise RecordError("moves must be a list of integer action ids")

@@ -25,19 +25,37 @@ DEAL_SEED_LIMIT = 2**53
 integer below ``2**53`` exactly, so a record passes through the page unchanged."""
 
 
+def is_seed(value, limit: int = SEED_LIMIT) -> bool:
+    """Whether ``value`` is an integer (not a bool) in ``[0, limit)``."""
+    if isinstance(value, bool):
+        return False
+    try:
+        return 0 <= operator.index(value) < limit
+    except TypeError:  # a float, a string, ...
+        return False
+
+
+def _halves(seed: int) -> tuple[int, int]:
+    """``(low 32 bits, high bits)`` of a seed in ``[0, SEED_LIMIT)``; ``ValueError`` else."""
+    if not is_seed(seed):
+        raise ValueError(f"a seed must be an integer in [0, 2**63), got {seed!r}")
+    seed = operator.index(seed)
+    return seed & 0xFFFFFFFF, seed >> 32
+
+
+def _fold_high(key, high: int):
+    import jax
+
+    return key if high == 0 else jax.random.fold_in(key, high)
+
+
 def seed_key(seed: int) -> jax.Array:
     """The PRNG key of ``seed``, an integer in ``[0, SEED_LIMIT)`` (``ValueError`` else):
     ``jax.random.key(seed)`` below ``2**32``, a key of its own above."""
     import jax  # here, so that the scripts' argument parsing (``beastybar_jax.cli``) loads no jax
 
-    if isinstance(seed, bool):
-        raise ValueError(f"a seed must be an integer in [0, 2**63), got {seed!r}")
-    seed = operator.index(seed)
-    if not 0 <= seed < SEED_LIMIT:
-        raise ValueError(f"a seed must be an integer in [0, 2**63), got {seed}")
-    key = jax.random.key(seed & 0xFFFFFFFF)
-    high = seed >> 32
-    return key if high == 0 else jax.random.fold_in(key, high)
+    low, high = _halves(seed)
+    return _fold_high(jax.random.key(low), high)
 
 
 def fold_in_seed(key: jax.Array, seed: int) -> jax.Array:
@@ -46,9 +64,5 @@ def fold_in_seed(key: jax.Array, seed: int) -> jax.Array:
     the high bits where there are any."""
     import jax
 
-    seed = operator.index(seed)
-    if not 0 <= seed < SEED_LIMIT:
-        raise ValueError(f"a seed must be an integer in [0, 2**63), got {seed}")
-    key = jax.random.fold_in(key, seed & 0xFFFFFFFF)
-    high = seed >> 32
-    return key if high == 0 else jax.random.fold_in(key, high)
+    low, high = _halves(seed)
+    return _fold_high(jax.random.fold_in(key, low), high)

@@ -17,7 +17,6 @@ registered game can be played.
 
 from __future__ import annotations
 
-import secrets
 import sys
 from typing import Callable
 
@@ -27,8 +26,7 @@ from beastybar_jax.agents import agent_names, default_opponent, make_agent
 from beastybar_jax.cli import OneLineParser, deal_seed
 from beastybar_jax.games import GAME_NAMES, Game, get_game
 from beastybar_jax.playing import (RecordError, check_record, deal, describe_move, human_seat, legal_actions,
-                                   move_text, outcome, replay)
-from beastybar_jax.seeds import DEAL_SEED_LIMIT
+                                   move_text, outcome, replay, secret_deal_seed)
 
 HELP = ("Type the number of a move or its name (a unique beginning is enough, e.g. 'lion'). "
         "Commands: 'table' shows the table again, 'help' this text, 'quit' ends the game.")
@@ -171,7 +169,7 @@ def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[.
     from beastybar_jax.training.compilation import enable_compilation_cache
 
     enable_compilation_cache()  # the opponent's compile is paid once, not at every game
-    seed = args.seed if args.seed is not None else secrets.randbelow(DEAL_SEED_LIMIT)
+    seed = args.seed if args.seed is not None else secret_deal_seed()
     game = get_game(args.game)
     try:
         opponent = make_agent(args.opponent or default_opponent(game), game=game)

@@ -270,7 +270,8 @@ def test_the_agent_pool_never_evicts_a_default_or_a_compile_and_bounds_the_queue
     monkeypatch.setattr(AgentPool, "_compile", staticmethod(held_back))
     game = get_game("tictactoe")
     pool = AgentPool(max_compiled=1, max_pending=2)
-    default = pool.agent(game, "minimax", pin=True)
+    pool.pin(game, "minimax")
+    default = pool.agent(game, "minimax")
     assert default.ready.wait(300)
     pool.agent(game, "random")
     pool.agent(game, "mcts-2")  # both held back: two compiles pending, none of them evicted

@@ -44,9 +44,9 @@ class SearchConfig:
     def __post_init__(self):
         for field in dataclasses.fields(self):  # numpy scalars as the plain numbers they are
             value = getattr(self, field.name)
-            if isinstance(value, numbers.Integral) and not isinstance(value, (bool, int)):
+            if isinstance(value, numbers.Integral) and not isinstance(value, int):  # np.int64
                 object.__setattr__(self, field.name, int(value))
-            elif isinstance(value, numbers.Real) and not isinstance(value, (bool, int, float, numbers.Integral)):
+            elif isinstance(value, numbers.Real) and not isinstance(value, (int, float)):  # np.float32
                 object.__setattr__(self, field.name, float(value))
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"search.algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")

@@ -36,9 +36,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from beastybar_jax.agents import agent_names, default_opponent
 from beastybar_jax.games import GAME_NAMES, UnknownGameError, get_game
-from beastybar_jax.playing import RecordError, deal, human_seat, legal_actions, move_text, replay
+from beastybar_jax.playing import RecordError, deal, human_seat, legal_actions, move_text, replay, secret_deal_seed
 from beastybar_jax.web import schemas
-from beastybar_jax.seeds import DEAL_SEED_LIMIT, fold_in_seed, seed_key
+from beastybar_jax.seeds import fold_in_seed, seed_key
 from beastybar_jax.web.engine import AgentPool, AgentUnavailable, PoolBusy, exact_applies
 from beastybar_jax.web.store import HUMAN, ApiError, GameStore, Session
 
@@ -140,14 +140,17 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
     app.add_middleware(BodyLimit)
     app.state.pool, app.state.store, app.state.defaults = pool, store, defaults
     for name, spec in defaults.items():
+        pool.pin(get_game(name), spec)
         if warm:
-            pool.agent(get_game(name), spec, pin=True)
-        else:
-            pool.pinned.add(("act", name, spec.strip()))
+            pool.agent(get_game(name), spec)
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
         return _error(exc.status, exc.message)
+
+    @app.exception_handler(PoolBusy)
+    async def _busy(request: Request, exc: PoolBusy):
+        return _error(503, str(exc))
 
     @app.exception_handler(RequestValidationError)
     async def _bad_body(request: Request, exc: RequestValidationError):
@@ -173,8 +176,6 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
             return pool.agent(game, spec) if kind == "act" else pool.analyst(game, spec)
         except AgentUnavailable as e:
             raise ApiError(422, str(e)) from None
-        except PoolBusy as e:
-            raise ApiError(503, str(e)) from None
 
     def status_of(session: Session) -> dict | None:
         """The status of the agent to move. Reported after a move was played, so a full
@@ -184,10 +185,8 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
         spec = session.players[session.to_move]
         try:
             return compiled("act", session.game, spec).describe()
-        except ApiError as e:
-            if e.status != 503:
-                raise
-            return {"spec": spec, "game": session.game.name, "status": "queued", "error": e.message,
+        except PoolBusy as e:
+            return {"spec": spec, "game": session.game.name, "status": "queued", "error": str(e),
                     "compile_seconds": 0.0}
 
     def agent_key(seed: int) -> jax.Array:
@@ -229,9 +228,7 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
             specs = body.agents or [defaults[game.name]] * 2
         for spec in specs:
             compiled("act", game, spec)  # validates now, compiles in the background
-        # A secret deal's seed gives away every hidden card, so it is drawn from 2**53 seeds
-        # (out of reach of a search over seeds that match what the human sees), not 2**31.
-        seed = body.seed if body.seed is not None else secrets.randbelow(DEAL_SEED_LIMIT)
+        seed = body.seed if body.seed is not None else secret_deal_seed()
         state, key = deal(game, seed)
         if body.mode == "play":
             human, key = human_seat(state, key, body.seat)
@@ -308,10 +305,7 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
                                 "watch": session.players[mover]}.get(session.mode) or defaults[session.game.name]
         entry = compiled("analyse", session.game, spec)
         # The exact solver only where it applies; it compiles once per game, for every analyst.
-        try:
-            solver = pool.exact(session.game) if exact_applies(session.game, state) else None
-        except PoolBusy as e:
-            raise ApiError(503, str(e)) from None
+        solver = pool.exact(session.game) if exact_applies(session.game, state) else None
         for part, what in ((entry, f"the analysis with {entry.spec}"), (solver, "the exact endgame solver")):
             if part is not None and part.status == "compiling":
                 return JSONResponse(status_code=202, content={"status": "compiling", "analyst": entry.spec,

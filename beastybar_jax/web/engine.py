@@ -133,13 +133,15 @@ class AgentPool:
         with self._lock:
             return self._agents.setdefault(key, agent)
 
-    def _entry(self, kind: str, game: Game, spec: str, build: Callable[[Agent], Callable],
-               pin: bool = False) -> Compiled:
+    def pin(self, game: Game, spec: str) -> None:
+        """Never evict the agent ``spec`` of ``game`` (the server's default agents)."""
+        with self._lock:
+            self.pinned.add(("act", game.name, spec.strip()))
+
+    def _entry(self, kind: str, game: Game, spec: str, build: Callable[[Agent], Callable]) -> Compiled:
         agent = None if kind == "exact" else self.build(game, spec)  # only the solver has no spec
         key = (kind, game.name, spec.strip())
         with self._lock:
-            if pin:
-                self.pinned.add(key)
             if key in self._entries:
                 self._entries.move_to_end(key)
                 return self._entries[key]
@@ -168,11 +170,11 @@ class AgentPool:
         entry.compile_seconds = time.perf_counter() - start
         entry.ready.set()
 
-    def agent(self, game: Game, spec: str, pin: bool = False) -> Compiled:
+    def agent(self, game: Game, spec: str) -> Compiled:
         """The agent ``spec`` for ``game``; ``.function(state, key) -> action`` once ready.
-        ``pin``: never evict it (the server's default agents). :class:`PoolBusy` when
-        ``max_pending`` agents are compiling already and this one is not among them."""
-        return self._entry("act", game, spec, lambda agent: agent.act, pin)
+        :class:`PoolBusy` when ``max_pending`` agents are compiling already and this one is
+        not among them."""
+        return self._entry("act", game, spec, lambda agent: agent.act)
 
     def analyst_spec(self, game: Game, spec: str) -> str:
         """``spec`` if that agent has an evaluator to analyse with, else ``FALLBACK_ANALYST``."""
