@@ -16,7 +16,7 @@ crashes or runs out of time is reported as such and the next one starts), and wr
 - ``DIR/report.md``: the same as tables;
 - ``DIR/parts/<part>.json`` and ``DIR/parts/<part>.log``: each part's own output.
 
-Parts (``--scale full`` takes about 16 minutes on one H100: two 10-minute slots, one
+Parts (``--scale full`` takes about 17 minutes on one H100 or H200: two 10-minute slots, one
 with ``--parts conformance,engine,search,learner,iteration,gpu_tests``, one with ``--parts
 strength``, each with its own ``--out``; ``--scale tiny`` does the
 same on a CPU in about two minutes, one and a half with ``--jobs 2``, and runs in the test suite,
@@ -26,9 +26,10 @@ so the script cannot rot):
 conformance     the engine replays the reference corpus on the device: 0 mismatches required
 engine          random legal play, ``step`` and ``step+mask+obs`` steps/s at 4,096 / 65,536 /
                 1,048,576 games
-search          the search alone at 4,096 games, 8..256 simulations, the project's search
-                loop and stock mctx (tiny scale: the project's loop only): simulations/s,
-                cost per simulation relative to 16
+search          the search alone at 4,096 games, 8..256 simulations with the project's search
+                loop, 8..64 with stock mctx (whose cost per simulation grows with the
+                simulations; tiny scale: the project's loop only): simulations/s, cost per
+                simulation relative to 16
 learner         whole AlphaZero iterations (self-play with search + replay + SGD) at
                 16,384 games x 64 simulations and 64 updates with ``configs/h100.yaml``'s
                 network, without its afterstate inputs and exact targets
@@ -89,7 +90,7 @@ MACHINERY_OVERRIDES = ["network.afterstates=false", "network.replies=false", "al
 SCALES = {
     "full": dict(
         engine_batches=[4096, 65536, 1048576], engine_steps=64,
-        search_batch=4096, search_sims=[8, 16, 32, 64, 128, 256], stock_sims=[8, 16, 32, 64, 128, 256],
+        search_batch=4096, search_sims=[8, 16, 32, 64, 128, 256], stock_sims=[8, 16, 32, 64],
         search_config="configs/h100.yaml",
         learner_batch=16384, learner_sims=64, learner_updates=64, learner_config="configs/h100.yaml",
         az_config="configs/h100.yaml", ppo_config="configs/ppo_h100.yaml", ppo_batch=None,
@@ -110,15 +111,16 @@ SCALES = {
 }
 
 # Seconds each part may take. Full scale, from the H100 and H200 runs of 2026-11-26
-# (docs/performance.md; `search` did not finish, so its budget is an estimate): 960 s in all,
-# so two 10-minute slots with room to start the machine, the first five parts and gpu_tests
-# (480 s), then strength (480 s: 150 s of training, then its matches and the endgame suite,
-# each evaluation compiling the network again; its matches alone took 360 s on an H200).
-# `iteration` compiles configs/h100.yaml (afterstates and replies: 70 s on an H100), as does
-# the training in `strength`; `pytest -m gpu` took 80 s on an H200. tiny: generous, so a busy
-# CI machine never times a part out.
+# (docs/performance.md): 1,040 s in all, so two 10-minute slots with room to start the
+# machine: the first five parts and gpu_tests (560 s), then strength (480 s: 150 s of
+# training, then its matches and the endgame suite, each evaluation compiling the network
+# again; 438 s in all on an H200). `search` took 120 s with stock mctx up to 64 simulations
+# (its 128 and 256 would take a minute more; they are left out). `iteration` compiles
+# configs/h100.yaml (afterstates and replies: 70 s on an H100, 97 s on an H200), as does the
+# training in `strength`; `pytest -m gpu` took 80 s on an H200. tiny: generous, so a busy CI
+# machine never times a part out.
 BUDGETS = {
-    "full": dict(conformance=20, engine=40, search=120, learner=50, iteration=130, strength=480, gpu_tests=120),
+    "full": dict(conformance=20, engine=40, search=150, learner=50, iteration=180, strength=480, gpu_tests=120),
     "tiny": dict(conformance=300, engine=300, search=300, learner=300, iteration=300, strength=600,
                  gpu_tests=300),
 }
@@ -549,6 +551,10 @@ def main(argv=None) -> int:
             return 2
         return 0
     out = os.path.abspath(args.out)
+    # This process, each part's process and the command lines a part runs all hold the device
+    # at once (and with --jobs, several parts): JAX's default of taking 75% of a GPU's memory
+    # at start would leave the later ones without. Children inherit the setting.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if args.run_part:
         return run_part(args.run_part, args.scale, out)
     try:

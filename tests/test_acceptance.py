@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -92,6 +93,19 @@ def test_the_full_scale_strength_part_asks_evaluate_for_what_it_accepts(tmp_path
     for args in commands:
         assert args[0].endswith("evaluate.py")
         evaluate.parse_args(args[1:])  # an argparse error exits
+
+
+def test_each_documented_gpu_slot_fits_a_ten_minute_command():
+    """docs/performance.md splits the full scale into commands for a device machine that runs
+    a command for at most 10 minutes: the budgets of each command's parts must fit, with half
+    a minute to spare for starting the script, or a part is cut off."""
+    module = load_script("acceptance")
+    with open(os.path.join(REPO, "docs", "performance.md")) as f:
+        slots = re.findall(r"python experiments/acceptance.py --out \S+ --parts (\S+)\n", f.read())
+    assert len(slots) == 2, slots
+    assert sorted(p for slot in slots for p in slot.split(",")) == sorted(module.PARTS)
+    for slot in slots:
+        assert sum(module.BUDGETS["full"][part] for part in slot.split(",")) <= 600 - 30, slot
 
 
 def test_a_part_past_its_budget_is_reported_and_the_run_goes_on(tmp_path):
