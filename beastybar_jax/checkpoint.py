@@ -11,8 +11,11 @@ A run directory holds ``checkpoints/<iteration>/`` written by an
 
 and ``checksums.json``: the size and SHA-256 of every file orbax wrote, added once
 the (asynchronous) save has finished. A checkpoint is *damaged* when a file differs
-from its checksum, when orbax cannot read it, when its parameters or optimizer state
-hold NaN or infinity, or when its iteration is not its step. Resuming and
+from its checksum, when orbax cannot read it and it has no checksums to vouch for its
+files, when its parameters or optimizer state hold NaN or infinity, or when its iteration
+is not its step. A checkpoint whose files match their checksums but which orbax cannot
+restore is not damaged: the cause lies outside its files, and the error says so
+(:func:`restore_failure`). Resuming and
 :func:`load_agent` then fall back to the newest intact checkpoint and say so
 (:class:`DamagedCheckpointWarning`); a resumed run moves the damaged ones to
 ``<run_dir>/damaged_checkpoints/``. A checkpoint without ``checksums.json`` (one a crash
@@ -218,6 +221,22 @@ def verify_checksums(step_dir: str, step: int, items: tuple[str, ...] | None = N
     return True
 
 
+def restore_failure(path: str, step: int, sealed: bool, what: str, error: BaseException) -> CheckpointError:
+    """The error for a restore of checkpoint ``step`` that raised ``error``.
+
+    Without checksums (``sealed`` False) the files cannot vouch for themselves, so the
+    checkpoint is damaged (:class:`DamagedCheckpointError`: skipped, and set aside by a
+    resumed run). With files that match their checksums the cause lies outside them: a
+    collective between processes that failed, memory, or a network this version of the
+    code builds differently. Then it is a plain :class:`CheckpointError`, and the
+    checkpoint stays where it is: moving a healthy checkpoint aside would lose it."""
+    if not sealed:
+        return DamagedCheckpointError(path, step, f"{what} ({failure_reason(error)}); it is incomplete")
+    return CheckpointError(f"cannot restore checkpoint {path}: {what} ({failure_reason(error)}); its files match "
+                           f"their checksums, so the cause is not in them (a failure between processes, memory, or "
+                           f"a network this version of the code builds differently) and it is left as it is")
+
+
 def _local_int(x) -> int:
     return int(np.asarray(x.addressable_data(0) if isinstance(x, jax.Array) else x))
 
@@ -355,12 +374,12 @@ class Checkpointer:
 
     def read_config(self, step: int) -> TrainConfig:
         path = self.step_dir(step)
-        verify_checksums(path, step, items=("config",))
+        sealed = verify_checksums(path, step, items=("config",))
         try:
             restored = self.manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))
             return TrainConfig.from_dict(restored["config"])
         except Exception as e:  # noqa: BLE001 -- orbax raises many kinds for damaged files
-            raise DamagedCheckpointError(path, step, f"no readable config ({failure_reason(e)})") from None
+            raise restore_failure(path, step, sealed, "no readable config", e) from None
 
     def restore_train_state(self, step: int, abstract_state, expected_config=None, *, updates_per_iteration=None,
                             allow_schedule_change: bool = False):
@@ -375,7 +394,7 @@ class Checkpointer:
             saved = self.read_config(step)
             check_resume_config(saved, expected_config, updates_per_iteration or (lambda config: 1), path=path,
                                 allow_schedule_change=allow_schedule_change)
-        verify_checksums(path, step)
+        sealed = verify_checksums(path, step)
         abstract_params, abstract_rest = _state_items(abstract_state)
         try:
             restored = self.manager.restore(step, args=ocp.args.Composite(
@@ -384,8 +403,7 @@ class Checkpointer:
                 progress=ocp.args.JsonRestore(),
             ))
         except Exception as e:  # noqa: BLE001
-            raise DamagedCheckpointError(path, step, f"orbax cannot restore it ({failure_reason(e)}); it is "
-                                                     f"incomplete, or from another network/config") from None
+            raise restore_failure(path, step, sealed, "orbax cannot restore it", e) from None
         state = type(abstract_state)(params=restored["params"], **restored["train_state"])
         bad = non_finite_leaf(dict(params=state.params, opt_state=getattr(state, "opt_state", None)))
         if bad is not None:
@@ -469,12 +487,12 @@ def _resolve(path: str | os.PathLike) -> tuple[str, int | None]:
 def _load_network(manager, directory: str, step: int) -> TrainedModel:
     """The network of checkpoint ``step``; raises :class:`DamagedCheckpointError`."""
     path = os.path.join(directory, str(step))
-    verify_checksums(path, step, items=("config", "params"))
+    sealed = verify_checksums(path, step, items=("config", "params"))
     try:
         config_data = manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))["config"]
         config = TrainConfig.from_dict(config_data)
     except Exception as e:  # noqa: BLE001
-        raise DamagedCheckpointError(path, step, f"no readable config ({failure_reason(e)})") from None
+        raise restore_failure(path, step, sealed, "no readable config", e) from None
     game = get_game(config.game)
     network = make_network(config.network, game)
     device = jax.local_devices()[0]
@@ -484,8 +502,7 @@ def _load_network(manager, directory: str, step: int) -> TrainedModel:
     try:
         params = manager.restore(step, args=ocp.args.Composite(params=ocp.args.StandardRestore(abstract)))["params"]
     except Exception as e:  # noqa: BLE001
-        raise DamagedCheckpointError(path, step, f"orbax cannot restore its parameters ({failure_reason(e)}); "
-                                                 f"it is incomplete") from None
+        raise restore_failure(path, step, sealed, "orbax cannot restore its parameters", e) from None
     bad = non_finite_leaf(params)
     if bad is not None:
         raise DamagedCheckpointError(path, step, f"non-finite values (or beyond ±{IMPLAUSIBLE_MAGNITUDE:g}) in {bad}")

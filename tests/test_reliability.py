@@ -21,6 +21,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+import orbax.checkpoint as ocp
 import pytest
 
 from helpers import tiny_training, experiment
@@ -28,7 +29,7 @@ from beastybar_jax.checkpoint import Checkpointer, load_agent
 from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.training.metrics import read_jsonl
 from beastybar_jax.checkpoint import (CHECKSUMS_FILE, RESUMABLE_CHANGES, CheckpointError,
-                                               DamagedCheckpointWarning, check_resume_config)
+                                               DamagedCheckpointError, DamagedCheckpointWarning, check_resume_config)
 from beastybar_jax.training.interrupt import Interrupted
 from beastybar_jax.training.metrics import MetricsLogger, rewind_jsonl
 from beastybar_jax.training.rundir import RunDirError, RunLockedError
@@ -383,6 +384,35 @@ def test_a_flipped_byte_in_the_latest_checkpoint_falls_back_to_the_previous_one(
     loop.close()
     assert_same_params(state.params, full_run["state"].params)
     assert iterations(run_dir) == list(range(1, 7))
+
+
+def test_a_failed_restore_of_an_intact_checkpoint_is_no_damage(tmp_path, full_run, monkeypatch):
+    """A restore can fail for causes outside the files (a collective between processes that
+    times out, memory). Where the files match their checksums, the checkpoint is intact:
+    resuming and load_agent stop with the cause, and nothing is skipped or set aside."""
+    run_dir = _copy_run(full_run, tmp_path / "run")
+
+    original = ocp.CheckpointManager.restore
+
+    def failing_restore(self, step, *args, **kwargs):  # checkpoint 6 only
+        if step == 6:
+            raise RuntimeError("DEADLINE_EXCEEDED: Barrier timed out. Barrier_id: restore")
+        return original(self, step, *args, **kwargs)
+
+    monkeypatch.setattr(ocp.CheckpointManager, "restore", failing_restore)
+    with pytest.raises(CheckpointError, match="checkpoints/6: .*Barrier timed out.*match their checksums") as raised:
+        TrainLoop(tiny_training.tiny_config(run_dir), resume=True, trainer=shared_trainer(), console=False)
+    assert not isinstance(raised.value, DamagedCheckpointError)
+    with pytest.raises(CheckpointError, match="Barrier timed out") as raised:
+        load_agent(run_dir)
+    assert not isinstance(raised.value, DamagedCheckpointError)
+    assert sorted(os.listdir(run_dir / "checkpoints")) == ["3", "6"]
+    assert not (run_dir / "damaged_checkpoints").exists()
+
+    # Without checksums the files cannot vouch for themselves: the same failure is damage.
+    (run_dir / "checkpoints" / "6" / CHECKSUMS_FILE).unlink()
+    with pytest.warns(DamagedCheckpointWarning, match="checkpoints/6 is damaged: .*Barrier timed out"):
+        assert load_agent(run_dir).iteration == 3
 
 
 def test_damage_without_checksums_is_found_by_restoring(tmp_path, full_run):
