@@ -250,6 +250,10 @@ def play_match(agent_a: Agent, agent_b: Agent, num_deals: int, key: jax.Array, *
     """
     if isinstance(num_deals, (bool, np.bool_)) or not isinstance(num_deals, (int, np.integer)) or num_deals < 1:
         raise ValueError(f"num_deals must be an integer >= 1, got {num_deals!r}")
+    for agent in (agent_a, agent_b):
+        if agent.game is not None and agent.game != game.name:
+            raise ValueError(f"agent {agent.name!r} plays {agent.game}, not {game.name}: make it with "
+                             f"make_agent(spec, game={game.name!r})")
     deal_key, play_key = jax.random.split(key)
     deal_keys = jax.random.split(deal_key, int(num_deals))
     outcomes = _compiled_match(agent_a, agent_b, game, bool(record_entry))(deal_keys, play_key)

@@ -105,8 +105,31 @@ def _compiled(game: Game):
     return jax.jit(game.step), jax.jit(game.legal_action_mask)
 
 
+@functools.lru_cache(maxsize=None)
+def _state_shapes(game: Game):
+    """The structure and leaf shapes of one unbatched state of ``game``."""
+    state = jax.eval_shape(game.init, jax.random.key(0))
+    return jax.tree.structure(state), [leaf.shape for leaf in jax.tree.leaves(state)]
+
+
+def _check_one_state(game: Game, state) -> None:
+    """``ValueError`` unless ``state`` is one game of ``game`` (these functions play one
+    game at a time; a batch belongs to ``jax.vmap(game.step)``)."""
+    structure, shapes = _state_shapes(game)
+    if jax.tree.structure(state) != structure:
+        raise ValueError(f"not a {game.name} state: {type(state).__name__}")
+    got = [np.shape(leaf) for leaf in jax.tree.leaves(state)]
+    if got != shapes:
+        leading = {g[:len(g) - len(w)] for g, w in zip(got, shapes) if g[len(g) - len(w):] == w}
+        what = (f"a batch of shape {leading.pop()}" if len(leading) == 1 and len(got) == len(shapes) and
+                all(g[len(g) - len(w):] == w for g, w in zip(got, shapes)) else f"leaves of shapes {got}")
+        raise ValueError(f"one {game.name} game at a time (as playing.deal returns it), got {what}; "
+                         f"for a batch, use jax.vmap(game.step)")
+
+
 def legal_actions(game: Game, state) -> list[int]:
     """The legal action ids of ``state``, ascending."""
+    _check_one_state(game, state)
     return [int(a) for a in np.flatnonzero(np.asarray(_compiled(game)[1](state)))]
 
 
@@ -116,6 +139,7 @@ def step(game: Game, state, action: int):
     value = np.asarray(action)
     if isinstance(action, bool) or value.ndim != 0 or not np.issubdtype(value.dtype, np.integer):
         raise ValueError(f"an action is an integer id, got {action!r}")
+    _check_one_state(game, state)
     return jax.device_get(_compiled(game)[0](state, int(value)))
 
 

@@ -128,19 +128,25 @@ def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed:
     return result
 
 
-def replay_game(path: str, print_fn: Callable[..., None] = print) -> int:
+def print_error(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def replay_game(path: str, print_fn: Callable[..., None] = print,
+                error_fn: Callable[[str], None] = print_error) -> int:
     """Tell a recorded game (a JSON record, see ``beastybar_jax.playing``) move by move,
-    as a spectator who sees every card; 0, or 2 for an unreadable record."""
+    as a spectator who sees every card; 0, or 2 for an unreadable record (said through
+    ``error_fn``: standard error)."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
         record = check_record(text)
         states = replay(record)
     except UnicodeDecodeError:
-        print_fn(f"error: {path} is not a text file (a game record is JSON)")
+        error_fn(f"error: {path} is not a text file (a game record is JSON)")
         return 2
     except (OSError, RecordError) as e:
-        print_fn(f"error: {e}")
+        error_fn(f"error: {e}")
         return 2
     game = get_game(record["game"])
     print_fn(f"{game.name}, deal seed {record['seed']}: P0 {record['players'][0]} - P1 {record['players'][1]}")
@@ -151,7 +157,8 @@ def replay_game(path: str, print_fn: Callable[..., None] = print) -> int:
     return 0
 
 
-def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[..., None] = print) -> int:
+def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[..., None] = print,
+         error_fn: Callable[[str], None] = print_error) -> int:
     parser = OneLineParser(description="Play a game (Beasty Bar by default) against an agent in the terminal.",
                                      epilog="opponents (Beasty Bar): " + ", ".join(agent_names("beastybar")))
     parser.add_argument("--game", default="beastybar", choices=GAME_NAMES, help="the game (default: %(default)s)")
@@ -165,7 +172,7 @@ def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[.
                         help="tell a recorded game (from the web app's Records page) instead of playing")
     args = parser.parse_args(argv)
     if args.replay:
-        return replay_game(args.replay, print_fn)
+        return replay_game(args.replay, print_fn, error_fn)
     from beastybar_jax.training.compilation import enable_compilation_cache
 
     enable_compilation_cache()  # the opponent's compile is paid once, not at every game
@@ -174,7 +181,7 @@ def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[.
     try:
         opponent = make_agent(args.opponent or default_opponent(game), game=game)
     except ValueError as e:  # unknown names, bad options, unreadable checkpoints, wrong game
-        print_fn(f"error: {e}")
+        error_fn(f"error: {e}")
         return 2
     # A random deal's seed is told when the game ends: it gives away every hidden card.
     dealt = f"Deal seed {seed}" if args.seed is not None else "A random deal"

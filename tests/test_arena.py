@@ -260,3 +260,18 @@ def test_an_agent_must_return_integer_actions_and_a_match_integer_deals():
     for bad in (2.7, "3", True, 0):
         with pytest.raises(ValueError, match="num_deals must be an integer >= 1"):
             play_match(rand, rand, bad, jax.random.key(0), game=game.BEASTYBAR)
+
+
+def test_a_match_refuses_an_agent_of_another_game_by_name():
+    """An agent knows the game it was made for: one made for tic-tac-toe in a Beasty Bar
+    match is refused before anything compiles, with what to do instead (it failed deep
+    inside the compiled match). A hand-built agent that names no game is taken as it is."""
+    from beastybar_jax.agents import Agent
+
+    noughts = make_agent("random", game="tictactoe")
+    assert noughts.game == "tictactoe" and make_agent("heuristic").game == "beastybar"
+    with pytest.raises(ValueError, match="agent 'random' plays tictactoe, not beastybar: .*game='beastybar'"):
+        play_match(make_agent("heuristic"), noughts, 2, jax.random.key(0), game=game.BEASTYBAR)
+    unnamed = Agent("by hand", make_agent("random").act)
+    assert unnamed.game is None
+    assert play_match(unnamed, make_agent("random"), 1, jax.random.key(0), game=game.BEASTYBAR).games == 2

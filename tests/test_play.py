@@ -28,9 +28,11 @@ class Script:
         return self.then
 
 
-def run(argv, script):
+def run(argv, script, errors=None):
+    """``(exit code, what was printed)``; errors (standard error) into ``errors``, a list."""
     printed = []
-    code = play.main(argv, input_fn=script, print_fn=lambda *a: printed.append(" ".join(map(str, a))))
+    code = play.main(argv, input_fn=script, print_fn=lambda *a: printed.append(" ".join(map(str, a))),
+                     error_fn=(errors if errors is not None else printed).append)
     return code, "\n".join(printed)
 
 
@@ -141,8 +143,9 @@ def test_replay_reads_what_the_record_check_accepts_and_refuses_the_rest(tmp_pat
     code, out = run(["--replay", str(record)], Script([]))
     assert code == 0 and out.startswith("tictactoe, deal seed 1: P0 ? - P1 ?") and "Traceback" not in out
     record.write_bytes(b"\xff\xfe{not text")
-    code, out = run(["--replay", str(record)], Script([]))
-    assert code == 2 and out == f"error: {record} is not a text file (a game record is JSON)"
+    errors = []
+    code, out = run(["--replay", str(record)], Script([]), errors)
+    assert code == 2 and out == "" and errors == [f"error: {record} is not a text file (a game record is JSON)"]
 
 
 def test_the_playing_helpers_refuse_what_the_game_refuses():
@@ -173,10 +176,21 @@ def test_the_playing_helpers_refuse_what_the_game_refuses():
     agent = make_agent("minimax", game="tictactoe")
     assert 0 <= int(agent.act(deal(game, 1)[0], jax.random.key(0))) < game.num_actions
 
+    # One game at a time: a batch of states (a shape error deep in jax before), or another
+    # game's state, is named as such.
+    batch = jax.tree.map(lambda *x: np.stack(x), deal(game, 1)[0], deal(game, 2)[0])
+    for call in (lambda s: step(game, s, 4), lambda s: legal_actions(game, s)):
+        with pytest.raises(ValueError, match=r"one tictactoe game at a time .*got a batch of shape \(2,\)"):
+            call(batch)
+        with pytest.raises(ValueError, match="not a tictactoe state: State"):
+            call(deal(get_game("beastybar"), 1)[0])
+
 
 def test_unknown_opponent_is_a_clear_error():
-    code, out = run(["--opponent", "grandmaster"], Script([]))
-    assert code == 2 and "unknown agent 'grandmaster'" in out and "heuristic" in out
+    errors = []
+    code, out = run(["--opponent", "grandmaster"], Script([]), errors)
+    assert code == 2 and out == "" and len(errors) == 1  # on standard error, the game never started
+    assert "unknown agent 'grandmaster'" in errors[0] and "heuristic" in errors[0]
 
 
 def test_tic_tac_toe_by_cell_names_to_the_end():

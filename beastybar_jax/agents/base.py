@@ -47,12 +47,16 @@ class Agent:
         a vmapped batch of one, whose loops become selects over whole trees), drawing
         every state's worlds from ``keys[0]``: the same distribution of moves, not the
         same moves. ``None``: ``jax.vmap(act)``. Callers use :func:`batch_act`.
+      game: the name of the game it plays (``Game.name``), so a match can refuse an
+        agent of another game by name instead of failing inside its compiled
+        function; ``None`` for an agent that does not say (one built by hand).
     """
 
     name: str
     act: ActFn
     search_setup: "SearchSetup | None" = None
     act_batch: "BatchActFn | None" = None
+    game: str | None = None
 
     def __repr__(self) -> str:  # the closure is noise in logs
         return f"Agent({self.name!r})"

@@ -13,4 +13,4 @@ from beastybar_jax.games.base import Game
 def random_agent(game: Game) -> Agent:
     """Uniformly random legal moves (cached: one agent per game, so the arena's compiled
     matches are shared)."""
-    return Agent("random", lambda state, key: uniform_choice(game.legal_action_mask(state), key))
+    return Agent("random", lambda state, key: uniform_choice(game.legal_action_mask(state), key), game=game.name)

@@ -139,7 +139,7 @@ def _wrapped_agent(spec: str, game: Game) -> Agent:
     inner = make_agent(fallback.strip(), game=game)
     # Analysis sees the position the way the inner agent does (the wrapper only plays solved endgames).
     return Agent(spec, wrappers[head](inner.act), inner.search_setup,
-                 wrappers[head](batch_act(inner), batched=True))
+                 wrappers[head](batch_act(inner), batched=True), game=game.name)
 
 
 def make_agent(spec: str, *, game: Game | str | None = None) -> Agent:
@@ -165,7 +165,7 @@ def make_agent(spec: str, *, game: Game | str | None = None) -> Agent:
     own = dict(game.agents)
     if base in own:
         _check_options(spec, options, ())
-        return Agent(base, own[base]())
+        return Agent(base, own[base](), game=game.name)
     if _plays(base) and base not in dict(game.networks):
         raise AgentSpecError(f"agent {base!r} plays {', '.join(_plays(base))} only, not {game.name}; agents for "
                              f"{game.name}: {', '.join(agent_names(game))}")

@@ -99,7 +99,7 @@ def mcts_agent(num_simulations: int, *, num_determinizations: int = 1, algorithm
 
     setup = SearchSetup(lambda key: random_playout_evaluator(game, key, num_playouts), config,
                         num_playouts=int(num_playouts))
-    return Agent(name or f"mcts-{num_simulations}", act, setup, act_batch)
+    return Agent(name or f"mcts-{num_simulations}", act, setup, act_batch, game=game.name)
 
 
 def network_agent(network, params, *, search: SearchConfig | None = None, name: str = "network",
@@ -132,7 +132,7 @@ def network_agent(network, params, *, search: SearchConfig | None = None, name: 
         def act_batch(states, keys):
             return _search_batch(game, evaluate, search, states, keys)
 
-    return Agent(name, act, setup, act_batch)
+    return Agent(name, act, setup, act_batch, game=game.name)
 
 
 def search_config_with(config: SearchConfig, **changes) -> SearchConfig:
