@@ -650,7 +650,7 @@ def test_a_damaged_line_in_the_middle_of_metrics_is_named_not_skipped(tmp_path, 
     path = tmp_path / "metrics.jsonl"
     for garbage in ("\x00\x00\x00\x00", "42", "[1, 2]", "garbage {"):
         path.write_text('{"iteration": 1}\n' + garbage + '\n{"iteration": 2}\n{"iteration": 3}\n')
-        with pytest.raises(ValueError, match=f"metrics.jsonl:2 is not a JSON record"):
+        with pytest.raises(ValueError, match="metrics.jsonl:2 is not a JSON record"):
             read_jsonl(str(path))
     MetricsLogger(str(tmp_path), total_iterations=6, start_iteration=2, tensorboard=False, console=False).close()
     assert "metrics.jsonl: dropped 1 line(s) that were not JSON records (line 2)" in capsys.readouterr().err
