@@ -39,7 +39,6 @@ import argparse
 import dataclasses
 import datetime
 import json
-import os
 import platform
 import signal
 import sys
@@ -53,7 +52,7 @@ from beastybar_jax.arena import RESULTS, MatchResult, elo_table, play_match
 from beastybar_jax.cli import OneLineParser, check_writable_file, int_in_range, seed as seed_arg
 from beastybar_jax.games import GAME_NAMES, get_game
 from beastybar_jax.seeds import seed_key
-from beastybar_jax.training.interrupt import Interrupted, active_command, signal_name, when_forced
+from beastybar_jax.training.interrupt import active_command, signal_name, when_forced
 
 MAX_GAMES = 10_000_000  # per pairing: far beyond any use, far below the int32 limits of the batched arena
 

@@ -63,7 +63,7 @@ def join_processes(args) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from beastybar_jax.training.interrupt import Interrupted, signal_name, when_forced
+    from beastybar_jax.training.interrupt import signal_name, when_forced
 
     when_forced(lambda signum: f"interrupted by {signal_name(signum)} before training started: nothing was saved")
     try:

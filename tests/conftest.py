@@ -39,7 +39,7 @@ import jax  # noqa: E402
 import pytest  # noqa: E402
 
 
-from helpers import REPO_ROOT, running_in_ci  # noqa: E402
+from helpers import REPO_ROOT  # noqa: E402
 
 CORPUS = REPO_ROOT / "tests" / "data" / "reference_random_games.jsonl.gz"
 

@@ -12,7 +12,7 @@ import pytest
 from beastybar_jax.games import beastybar as game
 from beastybar_jax.games.beastybar import actions as A
 from beastybar_jax.games.beastybar import cards as C
-from helpers.positions import act, card, position
+from helpers.positions import act, position
 
 step = jax.jit(game.step)
 legal_action_mask = jax.jit(game.legal_action_mask)

@@ -19,7 +19,7 @@ import pytest
 from helpers import tiny_training
 from helpers import random_playout
 from beastybar_jax.training.loop import TrainLoop
-from beastybar_jax.training.trainer import make_trainer
+from beastybar_jax.training.trainer import Trainer, make_trainer
 from beastybar_jax.agents import make_agent
 from beastybar_jax.arena import play_match
 from beastybar_jax.config import ConfigError, load_config
@@ -29,7 +29,6 @@ from beastybar_jax.ppo import rollout
 from beastybar_jax.ppo.algorithm import build_opponents
 from beastybar_jax.ppo.loss import advantages
 from beastybar_jax.checkpoint import Checkpointer, load_agent
-from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.training.metrics import read_jsonl
 
 PPO_QUICK = tiny_training.REPO_ROOT / "configs" / "ppo_quick.yaml"
@@ -46,7 +45,7 @@ def tiny_ppo_config(run_dir, *overrides: str):
 
 
 @functools.lru_cache(maxsize=None)
-def tiny_trainer() -> training.Trainer:
+def tiny_trainer() -> Trainer:
     return make_trainer(tiny_ppo_config("unused"), compiler_options=tiny_training.FAST_COMPILE)
 
 

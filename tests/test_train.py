@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 
 from helpers import tiny_training, experiment
-from beastybar_jax.training.loop import TrainLoop
-from beastybar_jax.training.trainer import make_trainer
 from beastybar_jax.alphazero.loss import loss_fn
 from beastybar_jax.checkpoint import CheckpointError, Checkpointer, load_agent, warm_start_params
 from beastybar_jax.games import get_game

@@ -391,8 +391,9 @@ def test_play_py_tells_a_record(client, tmp_path):
     assert "game over: draw" in "\n".join(printed)  # perfect play draws
     path.write_text('{"game": "tictactoe", "seed": 1, "moves": [4, 4]}')
     printed.clear()
-    assert _script("play").main(["--replay", str(path)], print_fn=printed.append) == 2
-    assert "move 2" in printed[0] and "not legal" in printed[0]
+    errors = []
+    assert _script("play").main(["--replay", str(path)], print_fn=printed.append, error_fn=errors.append) == 2
+    assert not printed and "move 2" in errors[0] and "not legal" in errors[0]
 
 
 def test_the_default_agent_is_the_champion_once_registered(monkeypatch):

@@ -15,7 +15,7 @@ import tempfile
 import jax
 
 from beastybar_jax.training.loop import TrainLoop
-from beastybar_jax.training.trainer import make_trainer
+from beastybar_jax.training.trainer import Trainer, make_trainer
 from beastybar_jax.config import TrainConfig, load_config
 from beastybar_jax.training.metrics import read_jsonl
 
@@ -31,7 +31,7 @@ def tiny_config(run_dir, *overrides: str) -> TrainConfig:
 
 
 @functools.lru_cache(maxsize=None)
-def trainer() -> training.Trainer:
+def trainer() -> Trainer:
     """The tiny config's compiled trainer (its run_dir is irrelevant to the computation)."""
     return make_trainer(tiny_config("unused"), compiler_options=FAST_COMPILE)
 

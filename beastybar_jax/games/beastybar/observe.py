@@ -4,7 +4,6 @@ import jax
 import jax.numpy as jnp
 
 from beastybar_jax.games.beastybar import cards as C
-from beastybar_jax.games.beastybar import queue as Q
 from beastybar_jax.games.beastybar.state import State
 from beastybar_jax.games.base import as_player
 
