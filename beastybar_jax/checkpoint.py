@@ -150,8 +150,18 @@ def failure_reason(error: BaseException, limit: int = 300) -> str:
         if known in text:
             return known
     line = next((l.strip() for l in text.splitlines() if l.strip()), "")
+    if _TENSORSTORE_DETAILS in line:
+        # orbax wraps TensorStore's error in one whose first line ends in a spec dump cut
+        # mid-way; the error it wraps says which file and what is wrong with it.
+        cause = error.__cause__ or error.__context__
+        if cause is not None and str(cause).strip():
+            return failure_reason(cause, limit)
+        line = line.split(_TENSORSTORE_DETAILS)[0].strip()
     line = f"{type(error).__name__}: {line}" if line else type(error).__name__
     return line if len(line) <= limit else line[:limit] + " ..."
+
+
+_TENSORSTORE_DETAILS = "See full TensorStore details"
 
 
 # ----------------------------------------------------------------------------- checksums

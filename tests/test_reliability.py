@@ -25,7 +25,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 from helpers import tiny_training, experiment
-from beastybar_jax.checkpoint import Checkpointer, load_agent
+from beastybar_jax.checkpoint import Checkpointer, failure_reason, load_agent
 from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.training.metrics import read_jsonl
 from beastybar_jax.checkpoint import (CHECKSUMS_FILE, RESUMABLE_CHANGES, CheckpointError,
@@ -386,6 +386,31 @@ def test_a_flipped_byte_in_the_latest_checkpoint_falls_back_to_the_previous_one(
     assert iterations(run_dir) == list(range(1, 7))
 
 
+def test_a_failure_reason_is_one_line_that_says_what_went_wrong():
+    """One line for messages and logs: the OS's words, or the first line of the error; of
+    orbax's wrapper around a TensorStore error (its first line a cut-off spec dump), the
+    error it wraps."""
+    def chained(outer: str, inner: BaseException | None) -> BaseException:
+        try:
+            try:
+                if inner is not None:
+                    raise inner
+            finally:
+                raise Exception(outer)
+        except Exception as e:  # noqa: BLE001
+            return e
+
+    wrapper = ("Encountered error while reading array index: (slice(0, 149, 1),). See full TensorStore details: "
+               "<bound method spec of TensorStore({\n  'base': {\n    'driver': 'zarr',\n})>.")
+    inner = ValueError('OUT_OF_RANGE: Error reading "params.Dense_0.kernel/0.0": byte range [7541, 25218) is not valid')
+    assert failure_reason(chained(wrapper, inner)) == f"ValueError: {inner}"
+    assert failure_reason(chained(wrapper, None)) == (
+        "Exception: Encountered error while reading array index: (slice(0, 149, 1),).")
+    assert failure_reason(chained("first line\nsecond", None)) == "Exception: first line"
+    assert failure_reason(chained("x", OSError(28, "No space left on device"))) == "[Errno 28] No space left on device"
+    assert failure_reason(RuntimeError("y" * 400), limit=10) == "RuntimeErr ..."
+
+
 def test_a_failed_restore_of_an_intact_checkpoint_is_no_damage(tmp_path, full_run, monkeypatch):
     """A restore can fail for causes outside the files (a collective between processes that
     times out, memory). Where the files match their checksums, the checkpoint is intact:
@@ -430,6 +455,8 @@ def test_damage_without_checksums_is_found_by_restoring(tmp_path, full_run):
         updates_per_iteration=shared_trainer().algorithm.updates_per_iteration)
     checkpointer.close()
     assert step == 3 and [e.step for e in damaged] == [6] and "orbax cannot restore it" in damaged[0].reason
+    # The reason is TensorStore's own error, naming the file (orbax's wrapper ends in a spec dump cut mid-way).
+    assert "checkpoints/6/train_state" in damaged[0].reason and "TensorStore details" not in damaged[0].reason
 
     # Parameters of 1e29 or NaN, checksummed as they are: the restore-time check.
     run_dir = tmp_path / "nonfinite"
