@@ -119,10 +119,10 @@ def _check_one_state(game: Game, state) -> None:
     if jax.tree.structure(state) != structure:
         raise ValueError(f"not a {game.name} state: {type(state).__name__}")
     got = [np.shape(leaf) for leaf in jax.tree.leaves(state)]
-    if got != shapes:
-        leading = {g[:len(g) - len(w)] for g, w in zip(got, shapes) if g[len(g) - len(w):] == w}
-        what = (f"a batch of shape {leading.pop()}" if len(leading) == 1 and len(got) == len(shapes) and
-                all(g[len(g) - len(w):] == w for g, w in zip(got, shapes)) else f"leaves of shapes {got}")
+    if got != shapes:  # the same structure: one shape per leaf
+        batched = all(g[len(g) - len(w):] == w for g, w in zip(got, shapes))
+        leading = {g[:len(g) - len(w)] for g, w in zip(got, shapes)}
+        what = f"a batch of shape {leading.pop()}" if batched and len(leading) == 1 else f"leaves of shapes {got}"
         raise ValueError(f"one {game.name} game at a time (as playing.deal returns it), got {what}; "
                          f"for a batch, use jax.vmap(game.step)")
 
