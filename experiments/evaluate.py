@@ -14,9 +14,9 @@ draws/2) / games with a 95% interval; mean point margin) and an Elo table fitted
 all results (anchored at random = 0 when random plays), and writes JSON with
 ``--json`` (checked to be writable before any game is played).
 
-Ctrl-C (or SIGTERM) stops after the pairing being played: the finished pairings are
-printed (and written with ``--json``, marked ``"interrupted": true``) and the exit code
-is 130. Bad agent names, unreadable checkpoints and an unwritable ``--json`` path end
+Ctrl-C (or SIGTERM) stops after the pairing being played (with ``--endgames``, the agent
+being scored): the finished ones are printed (and written with ``--json``, marked
+``"interrupted": true``) and the exit code is 130. Bad agent names, unreadable checkpoints and an unwritable ``--json`` path end
 in one line and exit code 2. When the output is not a terminal, tables are printed
 whole (no truncated cells).
 
@@ -256,8 +256,11 @@ ENDGAME_HEADERS = ["agent", "positions", "keeps result", "throws win", "throws d
                    "margin lost"]
 
 
-def run_endgames(args: argparse.Namespace, log=print) -> dict:
-    """Score every ``--agent`` spec on the endgame suite (or ``--games`` positions of it)."""
+def run_endgames(args: argparse.Namespace, log=print, finished: list | None = None) -> dict:
+    """Score every ``--agent`` spec on the endgame suite (or ``--games`` positions of it).
+    As :func:`run`: an interrupt stops after the agent being scored, the report holds the
+    finished ones and ``"interrupted": True``; ``finished`` receives each ``(score,
+    seconds)`` as it comes."""
     from beastybar_jax.games.beastybar.endgame.suite import SUITE_PATH, evaluate_agent, load_suite, spread
 
     whole = load_suite(args.suite or SUITE_PATH)
@@ -266,22 +269,44 @@ def run_endgames(args: argparse.Namespace, log=print) -> dict:
     suite = spread(whole, args.games or 0)
     agents = [make_agent(spec, game=get_game("beastybar")) for spec in _specs(args.agent, "--agent")]
     key = seed_key(args.seed)
-    scores, timings = [], []
-    for index, agent in enumerate(agents):
-        log(f"[{index + 1}/{len(agents)}] {agent.name}: {len(suite)} endgame positions ...")
-        start = time.perf_counter()
-        scores.append(evaluate_agent(agent, suite, jax.random.fold_in(key, index)))
-        timings.append(time.perf_counter() - start)
-    return {
+    finished = [] if finished is None else finished
+    signals, signum = active_command(), 0
+    try:
+        for index, agent in enumerate(agents):
+            if signals is not None:
+                signals.check()
+            log(f"[{index + 1}/{len(agents)}] {agent.name}: {len(suite)} endgame positions ...")
+            start = time.perf_counter()
+            score = evaluate_agent(agent, suite, jax.random.fold_in(key, index))
+            finished.append((score, time.perf_counter() - start))
+        if signals is not None:
+            signals.check()
+    except KeyboardInterrupt as e:
+        signum = _signum(e)
+    report = endgame_report(args, finished, len(agents), bool(signum), suite.sources)
+    report["_signum"] = signum
+    return report
+
+
+def endgame_report(args, finished: list, agents: int, interrupted: bool, sources=None) -> dict:
+    """The JSON report of the ``finished`` ``(score, seconds)`` pairs (``_scores`` holds
+    the objects for the table)."""
+    from beastybar_jax.games.beastybar.endgame.suite import SUITE_PATH
+
+    report = {
         "date": datetime.date.today().isoformat(),
         "machine": f"{platform.machine()} {platform.system()}, jax devices: "
                    + ", ".join(str(d.device_kind) for d in jax.devices()),
         "seed": args.seed,
         "suite": str(args.suite or SUITE_PATH),
-        "suite_sources": list(suite.sources),
-        "results": [dict(s.to_dict(), seconds_including_compile=round(t, 3)) for s, t in zip(scores, timings)],
-        "_scores": scores,
+        "results": [dict(s.to_dict(), seconds_including_compile=round(t, 3)) for s, t in finished],
+        "interrupted": interrupted,
+        "agents": agents,
+        "_scores": [s for s, _ in finished],
     }
+    if sources is not None:
+        report["suite_sources"] = list(sources)
+    return report
 
 
 def print_endgame_table(scores, plain: bool = False, out=None) -> None:
@@ -343,36 +368,40 @@ def main(argv=None) -> int:
     try:
         if args.json:
             check_writable(args.json)
-        report = run_endgames(args, log=log) if args.endgames else run(args, log=log, finished=finished)
+        report = (run_endgames(args, log=log, finished=finished) if args.endgames
+                  else run(args, log=log, finished=finished))
     except ValueError as e:  # bad specs, unreadable checkpoints (CheckpointError is a ValueError), --json
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # while building the agents
-        print(f"interrupted by {signal_name(_signum(e))} before the first pairing finished: nothing to report",
+        print(f"interrupted by {signal_name(_signum(e))} before the first {_unit(args)} finished: nothing to report",
               file=sys.stderr)
         return 128 + _signum(e)
     finally:
         when_forced(None)
         warnings.formatwarning = format_warning
-    if args.endgames:
-        print_endgame_table(report.pop("_scores"), plain=args.plain)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(report, f, indent=2)
-            log(f"wrote {args.json}")
-        return 0
-    results, elo = report.pop("_results"), report.pop("_elo")
     signum = report.pop("_signum")
-    if results:
-        print_results(results, elo, args)
+    if args.endgames:
+        results, total = report.pop("_scores"), report["agents"]
+        if results:
+            print_endgame_table(results, plain=args.plain)
+    else:
+        results, elo, total = report.pop("_results"), report.pop("_elo"), report["pairings"]
+        if results:
+            print_results(results, elo, args)
     if args.json and results:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
         log(f"wrote {args.json}")
     if report["interrupted"]:
-        log(_interrupted_line(signum, len(results), report["pairings"]))
+        log(_interrupted_line(signum, len(results), total, _unit(args)))
         return 128 + signum
     return 0
+
+
+def _unit(args) -> str:
+    """What the command measures one at a time: an agent on the suite, or a pairing."""
+    return "agent" if args.endgames else "pairing"
 
 
 def _signum(e: BaseException) -> int:
@@ -380,27 +409,34 @@ def _signum(e: BaseException) -> int:
     return getattr(e, "signum", None) or (signals.signum if signals is not None else None) or signal.SIGINT
 
 
-def _interrupted_line(signum: int, done: int, pairings: int) -> str:
-    return (f"interrupted by {signal_name(signum)} after {done} of {pairings} pairings"
+def _interrupted_line(signum: int, done: int, total: int, unit: str = "pairing") -> str:
+    return (f"interrupted by {signal_name(signum)} after {done} of {total} {unit}s"
             + (": the tables show the finished ones" if done else ": nothing to report"))
 
 
 def _keep_finished(args, finished: list, signum: int) -> str:
-    """For the command's watchdog (a signal while a match compiles or plays): print and
-    write the finished pairings, return the one line."""
-    if args.endgames or not finished:
-        return f"interrupted by {signal_name(signum)} before the first {'agent' if args.endgames else 'pairing'} " \
-               f"finished: nothing to report"
+    """For the command's watchdog (a signal while a match or a scoring compiles or runs):
+    print and write the finished pairings (or agents scored on the suite), return the one
+    line."""
+    unit = _unit(args)
+    if not finished:
+        return f"interrupted by {signal_name(signum)} before the first {unit} finished: nothing to report"
     done = list(finished)
-    report = match_report(args, get_game(args.game), done, -1, True)
-    results, elo = report.pop("_results"), report.pop("_elo")
-    report.pop("pairings")
-    print_results(results, elo, args)
+    if args.endgames:
+        report = endgame_report(args, done, -1, True)
+        report.pop("agents")
+        print_endgame_table(report.pop("_scores"), plain=args.plain)
+    else:
+        report = match_report(args, get_game(args.game), done, -1, True)
+        results, elo = report.pop("_results"), report.pop("_elo")
+        report.pop("pairings")
+        print_results(results, elo, args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
-    return f"interrupted by {signal_name(signum)} after {len(done)} finished pairings (the pairing being played is " \
-           f"lost): the tables show the finished ones" + (f", written to {args.json}" if args.json else "")
+    return f"interrupted by {signal_name(signum)} after {len(done)} finished {unit}s (the {unit} being " \
+           f"{'scored' if args.endgames else 'played'} is lost): the tables show the finished ones" + \
+           (f", written to {args.json}" if args.json else "")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ CHUNK = 1024  # positions per compiled evaluation
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    from beastybar_jax.cli import OneLineParser, int_in_range, seed as seed_arg
+    from beastybar_jax.cli import OneLineParser, finite_float, int_in_range, seed as seed_arg
 
     parser = OneLineParser(description=__doc__.split("\n\n")[0],
                            formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -52,7 +52,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int_in_range(1, 10_000), default=4, help="rounds of fresh positions")
     parser.add_argument("--games", type=int_in_range(2, 1_000_000), default=2000,
                         help="games per pairing per round (default %(default)s: about 83,000 positions)")
-    parser.add_argument("--learning-rate", type=float, default=3e-4, help="Adam's (default %(default)s)")
+    parser.add_argument("--learning-rate", type=finite_float(above=0), default=3e-4, help="Adam's (default %(default)s)")
     parser.add_argument("--batch-size", type=int_in_range(1, 1_000_000), default=512)
     parser.add_argument("--seed", type=seed_arg, default=1)
     parser.add_argument("--out", metavar="DIR", help="write the trained network here (exported format)")
@@ -61,8 +61,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.overrides and args.init != "scratch":
         parser.error("--set changes the network: use it with --init scratch")
-    if not args.learning_rate > 0:
-        parser.error(f"--learning-rate must be positive, got {args.learning_rate}")
+    others = [o for o in args.overrides if not o.strip().startswith("network.")]
+    if others:  # the rest of a training config has no part here (--learning-rate, --batch-size do)
+        parser.error(f"--set takes network.* keys only, got {others[0]!r}")
     return args
 
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from beastybar_jax.games import beastybar as game
 from beastybar_jax.agents import make_agent
-from beastybar_jax.cli import OneLineParser, int_in_range, seed as seed_arg
+from beastybar_jax.cli import OneLineParser, check_writable_file, int_in_range, seed as seed_arg
 from beastybar_jax.games.beastybar.endgame import positions, solver
 from beastybar_jax.games.beastybar.endgame.suite import SUITE_PATH, Suite, save_suite
 from beastybar_jax.seeds import seed_key
@@ -68,6 +68,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.games < 2:
         parser.error("--games must be at least 2")
+    if args.label and not args.network:
+        parser.error("--label names the --network's pairings: give --network too")
     return args
 
 
@@ -111,6 +113,14 @@ def make_suite(pairings, num_games: int, seed: int, log=print, name=lambda pairi
 def main(argv=None) -> int:
     args = parse_args(argv)
     pairings = PAIRINGS + (network_pairings(args.network) if args.network else ())
+    try:  # before the games: a typo must not cost the hour they take
+        for pairing in pairings:
+            for spec in pairing:
+                make_agent(spec)
+        check_writable_file(args.out, "--out")
+    except ValueError as e:  # unknown or unreadable agents (CheckpointError is one), an unwritable --out
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     suite = make_suite(pairings, args.games, args.seed, log,
                        name=lambda pairing: labelled(pairing, args.network, args.label))

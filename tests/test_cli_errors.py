@@ -82,6 +82,29 @@ def test_ctrl_c_in_evaluate_keeps_and_prints_the_finished_pairings(tmp_path, mon
     assert saved["interrupted"] and [r["opponent"] for r in saved["results"]] == ["greedy"]
 
 
+def test_ctrl_c_in_evaluate_endgames_keeps_and_prints_the_agents_scored(tmp_path, monkeypatch, capsys):
+    """Ctrl-C while the second agent is scored on the suite: the first is printed and
+    written (marked interrupted), exit code 130 (it said nothing was finished)."""
+    from beastybar_jax.games.beastybar.endgame import suite as endgame_suite
+
+    def evaluate_agent(agent, suite, key, chunk=None):
+        if agent.name == "heuristic":
+            raise KeyboardInterrupt
+        return endgame_suite.score_moves(suite, suite.legal.argmax(axis=1), agent.name)
+
+    monkeypatch.setattr(endgame_suite, "evaluate_agent", evaluate_agent)
+    report = tmp_path / "report.json"
+    code = evaluate.main(["--endgames", "--agent", "random,heuristic,greedy", "--games", "16", "--plain",
+                          "--json", str(report)])
+    captured = capsys.readouterr()
+    assert code == 130
+    assert "random" in captured.out and "heuristic" not in captured.out and "greedy" not in captured.out
+    assert "interrupted by SIGINT after 1 of 3 agents" in captured.err and "Traceback" not in captured.err
+    saved = json.loads(report.read_text())
+    assert saved["interrupted"] and [r["agent"] for r in saved["results"]] == ["random"]
+    assert saved["results"][0]["positions"] == 16
+
+
 def test_evaluate_tables_are_not_cut_when_piped():
     """Row 12: a long agent spec stays whole in the rich table written to a pipe or file."""
     spec = "checkpoint:/a/rather/long/path/to/some/training/run/of/the/quick/config@sims=64"
@@ -186,7 +209,11 @@ def _exit_code(main, argv) -> int:
     (make_endgame_suite.main, ["--seed", "x"], "argument --seed: expected an integer seed"),
     (make_endgame_suite.main, ["--games", "-3"], "argument --games: must be at least 1"),
     (fit_endgames.main, ["--init", "scratch", "--rounds", "0"], "argument --rounds: must be at least 1"),
-    (fit_endgames.main, ["--init", "scratch", "--learning-rate", "nan"], "--learning-rate must be positive"),
+    (fit_endgames.main, ["--init", "scratch", "--learning-rate", "nan"], "argument --learning-rate: must be a finite"),
+    (fit_endgames.main, ["--init", "scratch", "--learning-rate", "inf"], "argument --learning-rate: must be a finite"),
+    (fit_endgames.main, ["--init", "scratch", "--learning-rate", "0"], "argument --learning-rate: must be greater"),
+    (fit_endgames.main, ["--init", "scratch", "--set", "learning_rate=5"], "--set takes network.* keys only"),
+    (make_endgame_suite.main, ["--label", "x"], "--label names the --network's pairings"),
     (fit_endgames.main, ["--init", "champion", "--set", "network.width=64"], "use it with --init scratch"),
     (benchmark.main, ["search", "--repeats", "0"], "argument --repeats: must be at least 1"),
     (benchmark.main, ["ppo", "--repeats", "-1"], "argument --repeats: must be at least 1"),
@@ -198,6 +225,19 @@ def test_every_numeric_argument_is_checked_in_one_line(main, argv, expected, cap
     exit code 2 before any work."""
     assert _exit_code(main, argv) == 2
     assert expected in one_line(capsys.readouterr().err)
+
+
+def test_make_endgame_suite_checks_its_agents_and_out_before_the_games(tmp_path, monkeypatch, capsys):
+    """Seven pairings of games (an hour at the default size) came before a traceback for a
+    --network that is not there or an --out that cannot be written."""
+    monkeypatch.setattr(make_endgame_suite, "make_suite", lambda *a, **k: pytest.fail("played before checking"))
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    for argv, expected in ((["--network", f"checkpoint:{tmp_path / 'no_run'}", "--out", str(tmp_path / "s.npz")],
+                            "no_run"),
+                           (["--out", str(a_file / "s.npz")], "--out")):
+        assert make_endgame_suite.main(["--games", "2", *argv]) == 2
+        assert expected in one_line(capsys.readouterr().err)
 
 
 def test_fit_endgames_init_names_a_network_it_can_read(tmp_path, capsys):

@@ -300,6 +300,44 @@ def test_the_suite_scores_one_integer_action_per_position(suite):
             score_moves(suite, bad)
 
 
+def test_a_suite_file_is_saved_where_named_and_a_bad_one_is_refused_in_one_line(suite, tmp_path):
+    """A suite round-trips through any file name (NumPy would have added .npz to one without
+    it); a file that is not a suite (broken, not an archive, empty, arrays that disagree,
+    a position without a decision) is a SuiteError naming the file, never a traceback or a
+    score of nothing."""
+    import dataclasses
+
+    from beastybar_jax.games.beastybar.endgame.suite import SuiteError, load_suite, save_suite
+
+    small = suite.subset(np.arange(5))
+    save_suite(small, tmp_path / "no_extension")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["no_extension"]
+    back = load_suite(tmp_path / "no_extension")
+    np.testing.assert_array_equal(back.action_margin, small.action_margin)
+    np.testing.assert_array_equal(back.states.queue, small.states.queue)
+
+    def broken(name: str, content: bytes | None = None, suite_: object = None) -> str:
+        path = tmp_path / name
+        if content is not None:
+            path.write_bytes(content)
+        else:
+            save_suite(suite_, path)
+        with pytest.raises(SuiteError) as raised:
+            load_suite(path)
+        assert str(path) in str(raised.value) and "\n" not in str(raised.value)
+        return str(raised.value)
+
+    assert "NumPy cannot read it" in broken("zip.npz", b"PK\x03\x04garbage")
+    assert "NumPy cannot read it" in broken("text.npz", b"not a suite at all")
+    np.save(tmp_path / "array.npy", np.zeros(3))
+    assert "one array" in broken("one.npz", (tmp_path / "array.npy").read_bytes())
+    assert "holds no positions" in broken("empty.npz", suite_=suite.subset(np.arange(0)))
+    assert "action_margin has shape" in broken(
+        "short.npz", suite_=dataclasses.replace(small, action_margin=small.action_margin[:3]))
+    no_moves = dataclasses.replace(small, legal=np.zeros_like(small.legal))
+    assert "fewer than two legal moves" in broken("no_moves.npz", suite_=no_moves)
+
+
 def test_the_suite_holds_ten_thousand_real_decisions_from_varied_games(suite):
     n = len(suite)
     assert n >= 10_000

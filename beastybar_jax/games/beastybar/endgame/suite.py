@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import zipfile
 from typing import Any
 import pathlib
 
@@ -77,23 +78,62 @@ class Suite:
 
 
 def save_suite(suite: Suite, path=SUITE_PATH) -> None:
+    """Write ``suite`` to ``path`` exactly (NumPy would add ``.npz`` to a name without it)."""
     arrays = {f"state_{name}": np.asarray(suite.states[name]) for name in _STATE_FIELDS}
-    np.savez_compressed(path, action_margin=suite.action_margin.astype(np.int8), legal=suite.legal,
-                        source=suite.source.astype(np.int8), sources=np.array(suite.sources), **arrays)
+    with open(path, "wb") as f:
+        np.savez_compressed(f, action_margin=suite.action_margin.astype(np.int8), legal=suite.legal,
+                            source=suite.source.astype(np.int8), sources=np.array(suite.sources), **arrays)
 
 
 def load_suite(path=SUITE_PATH) -> Suite:
-    """The stored suite (``SUITE_PATH`` by default)."""
+    """The stored suite (``SUITE_PATH`` by default). :class:`SuiteError` for a file that
+    is missing, not an ``.npz`` archive, or not a suite of at least one position whose
+    arrays agree with each other and with the engine's state."""
     path = pathlib.Path(path)
     if not path.is_file():
         raise SuiteError(f"no endgame suite at {path}; make one with python experiments/make_endgame_suite.py")
-    with np.load(path) as data:
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise SuiteError(f"{path} is not an endgame suite: NumPy cannot read it as an .npz archive ({first})") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):  # a single .npy array
+        raise SuiteError(f"{path} is not an endgame suite: one array, not an .npz archive of them")
+    with data:
         try:
             states = game.State(**{name: data[f"state_{name}"] for name in _STATE_FIELDS})
-            return Suite(states=states, action_margin=data["action_margin"], legal=data["legal"],
-                         source=data["source"], sources=tuple(str(s) for s in data["sources"]))
+            suite = Suite(states=states, action_margin=data["action_margin"], legal=data["legal"],
+                          source=data["source"], sources=tuple(str(s) for s in data["sources"]))
         except KeyError as e:
             raise SuiteError(f"{path} is not an endgame suite (missing {e}); regenerate it") from None
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+            raise SuiteError(f"{path} is not an endgame suite: an array cannot be read ({type(e).__name__})") from None
+    problem = _suite_problem(suite)
+    if problem:
+        raise SuiteError(f"{path} is not an endgame suite: {problem}")
+    return suite
+
+
+def _suite_problem(suite: Suite) -> str | None:
+    """What makes ``suite`` unusable, or None."""
+    legal = suite.legal
+    if legal.ndim != 2 or legal.shape[1] != game.NUM_ACTIONS or legal.dtype != np.bool_:
+        return f"legal is {legal.dtype}{list(legal.shape)}, not bool[N, {game.NUM_ACTIONS}]"
+    n = legal.shape[0]
+    if n == 0:
+        return "it holds no positions"
+    if suite.action_margin.shape != legal.shape:
+        return f"action_margin has shape {list(suite.action_margin.shape)}, legal {list(legal.shape)}"
+    if suite.source.shape != (n,) or not np.all((suite.source >= 0) & (suite.source < len(suite.sources))):
+        return f"source must hold one index into its {len(suite.sources)} sources per position"
+    one = jax.eval_shape(game.init, jax.random.key(0))
+    for name in _STATE_FIELDS:
+        want, got = (n, *one[name].shape), np.shape(suite.states[name])
+        if got != want:
+            return f"state_{name} has shape {list(got)}, not {list(want)}"
+    if not np.all(legal.sum(axis=1) >= 2):
+        return "a position has fewer than two legal moves (each must be a decision)"
+    return None
 
 
 def spread(suite: Suite, num_positions: int, seed: int = 0) -> Suite:
