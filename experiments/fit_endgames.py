@@ -6,7 +6,7 @@ limits the raw policy (docs/strength.md, "What limits the raw policy").
 
 Each round plays ``--games`` fresh games for each pairing of agents below (weak and strong
 play, as the endgame suite's sources), solves every position of them that the solver can
-solve and that has a real decision (the moves' results differ), and trains the network one
+solve and that has a real decision (the moves' final margins differ, as in the suite), and trains the network one
 pass over those positions, never seen before: the policy towards the set of moves that keep
 the exact result (the loss is minus the log of the probability the policy gives that set),
 the value towards the exact result. Before training on a round's positions it scores the
