@@ -105,7 +105,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             parser.error("--opponents applies to matches; --endgames scores --agent on solved positions")
         return args
     if args.decided and get_game(args.game).exact_values is None:
-        parser.error(f"--decided needs a game with an exact solver; {args.game} has none")
+        parser.error(f"--decided needs a game whose solver gives exact values (Game.exact_values); {args.game} "
+                     f"has none")
     if args.suite is not None:
         parser.error("--suite only applies with --endgames")
     args.games = 1000 if args.games is None else args.games
