@@ -129,7 +129,12 @@ def test_evaluate_tables_are_not_cut_when_piped():
     # a PPO config timed as AlphaZero self-play reported millions of simulations a second
     (["selfplay", "--config", str(tiny_training.REPO_ROOT / "configs" / "ppo_quick.yaml")],
      "selfplay times AlphaZero iterations; "),
-    (["env", "--batch-sizes", "2^3,0"], "argument --batch-sizes: expected comma-separated integers >= 1"),
+    (["env", "--batch-sizes", "2^3,0"], "argument --batch-sizes: expected comma-separated integers in [1, "),
+    (["env", "--batch-sizes", "2^70"], "argument --batch-sizes: expected comma-separated integers in [1, "),
+    (["env", "--steps", "20"], "--steps 20: above 16, a multiple of 16"),  # it ran 16, the report said 20
+    # sizes the devices or the opponent pool cannot take: before the first row is measured, not a traceback
+    (["ppo", "--config", str(tiny_training.REPO_ROOT / "configs" / "ppo_quick.yaml"), "--batch-sizes", "128,8"],
+     "--batch-sizes 8: "),
     (["endgames", "--modes", "best,exact"], "argument --modes: expected comma-separated names from results, best"),
     (["matches", "--agents", "random,champ"], "unknown agent 'champ'"),
     (["matches", "--agents", " , "], "argument --agents: expected comma-separated agent specs"),
@@ -146,6 +151,61 @@ def test_benchmark_argument_errors_leave_the_results_alone(argv, expected, tmp_p
     assert exit_info.value.code == 2
     assert expected in one_line(capsys.readouterr().err)
     assert json.loads(out.read_text()) == {"kept": True}
+
+
+def test_benchmark_keys_are_made_before_the_timer_starts(monkeypatch):
+    """The first ``fold_in`` compiles: made inside a timed run, it took a sweep's first row
+    (and every row with ``--repeats 1``) down to a sixtieth of its rate."""
+    import jax
+
+    from bench import common
+
+    timing, fold_in, best_of = [False], jax.random.fold_in, common.best_of
+
+    def watched_fold_in(*args):
+        assert not timing[0], "a key was made inside a timed run"
+        return fold_in(*args)
+
+    def watched_best_of(repeats, run):
+        def timed(r):
+            timing[0] = True
+            try:
+                return run(r)
+            finally:
+                timing[0] = False
+        return best_of(repeats, timed)
+
+    monkeypatch.setattr(jax.random, "fold_in", watched_fold_in)
+    monkeypatch.setattr(common, "best_of", watched_best_of)
+    row = benchmark.env.bench_env(batch_size=2, num_steps=2, repeats=2, with_observation=False)
+    assert row["steps"] == 4 and row["seconds"] > 0
+
+
+def test_ctrl_c_in_a_benchmark_stops_before_the_next_row(tmp_path, monkeypatch, capsys):
+    """A signal noted while a row is measured stops the sweep at the next row (it waited
+    for the watchdog, or was ignored when the work ended first): exit code 130, nothing
+    written."""
+    from beastybar_jax.training.interrupt import Interrupted
+
+    from bench import common, env
+
+    measured = []
+
+    def bench_env(batch, *args, **kwargs):
+        measured.append(batch)
+        return dict(variant="step", sampler="uniform", batch_size=batch, num_steps=16, steps=16 * batch, seconds=1.0,
+                    steps_per_second=16.0 * batch, compile_seconds=0.0, checksum=0.0)
+
+    def check_signals():
+        if measured:  # the signal came during the first row
+            raise Interrupted(2)
+
+    monkeypatch.setattr(env, "bench_env", bench_env)
+    monkeypatch.setattr(common, "check_signals", check_signals)
+    out = tmp_path / "env.json"
+    assert benchmark.main(["env", "--batch-sizes", "1,2,4", "--variant", "step", "--out", str(out)]) == 130
+    assert measured == [1] and not out.exists()
+    assert "interrupted by SIGINT: no results written" in capsys.readouterr().err
 
 
 def test_benchmark_never_times_zero_repeats():

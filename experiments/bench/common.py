@@ -44,9 +44,10 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def list_of(minimum: int = 1, choices: Sequence[str] | None = None) -> Callable[[str], list]:
-    """An argparse type for a comma-separated list: integers >= ``minimum`` (powers written
-    ``2^12`` allowed), or, with ``choices``, names from ``choices``."""
+def list_of(minimum: int = 1, choices: Sequence[str] | None = None, maximum: int = 2**31 - 1) -> Callable[[str], list]:
+    """An argparse type for a comma-separated list: integers in [``minimum``, ``maximum``]
+    (powers written ``2^12`` allowed; the default maximum is what an int32 holds), or, with
+    ``choices``, names from ``choices``."""
 
     def item(token: str):
         if choices is not None:
@@ -54,8 +55,10 @@ def list_of(minimum: int = 1, choices: Sequence[str] | None = None) -> Callable[
                 raise ValueError(token)
             return token
         base, _, exponent = token.partition("^")
+        if exponent and int(exponent) > 64:  # no huge powers to compute
+            raise ValueError(token)
         value = int(base) ** int(exponent) if exponent else int(base)
-        if value < minimum:
+        if not minimum <= value <= maximum:
             raise ValueError(token)
         return value
 
@@ -66,7 +69,7 @@ def list_of(minimum: int = 1, choices: Sequence[str] | None = None) -> Callable[
             values = []
         if not values:
             expected = (f"names from {', '.join(choices)}" if choices is not None else
-                        f"integers >= {minimum} (powers like 2^12 allowed)")
+                        f"integers in [{minimum}, {maximum}] (powers like 2^12 allowed)")
             raise argparse.ArgumentTypeError(f"expected comma-separated {expected}, got {text!r}")
         return values
 
@@ -88,6 +91,13 @@ def add_common_arguments(parser: argparse.ArgumentParser, out: str, repeats_help
     if seed:
         parser.add_argument("--seed", type=seed_arg, default=0)
     parser.add_argument("--out", default=out, help=f"JSON output path (default {out})")
+
+
+def usage_error(text: str):
+    """One line on stderr and exit code 2: an argument the benchmark cannot take, found
+    before anything is measured."""
+    print(f"error: {text}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def load_base_config(path: str, overrides: Sequence[str]) -> TrainConfig:
@@ -142,6 +152,38 @@ def compile_seconds(jitted, *args) -> tuple[Any, float]:
     start = time.perf_counter()
     compiled = jitted.lower(*args).compile()
     return compiled, time.perf_counter() - start
+
+
+def repeat_keys(key: jax.Array, repeats: int, offset: int = 1) -> list:
+    """``fold_in(key, offset + r)`` for each timed run ``r``, made before any timer starts:
+    the first ``fold_in`` compiles, which timed inside a run made the first of a sweep's
+    rows (and every row with ``--repeats 1``) report a rate up to 60 times too low."""
+    return jax.block_until_ready([jax.random.fold_in(key, offset + r) for r in range(repeats)])
+
+
+def check_signals() -> None:
+    """A safe point between measurements: a Ctrl-C or SIGTERM that came stops the command
+    here (``Interrupted``), before the next row, instead of by the watchdog after its
+    grace period (or not at all, when the work ended within it)."""
+    from beastybar_jax.training.interrupt import active_command
+
+    signals = active_command()
+    if signals is not None:
+        signals.check()
+
+
+def check_trainer_configs(configs: Sequence[TrainConfig], what: Callable[[TrainConfig], str]) -> None:
+    """Validate every configuration of a sweep before the first is measured (one line
+    naming the one that fails, exit code 2: a batch size the devices or the opponent pool
+    cannot take), so a bad size costs no compilation and loses no measured row."""
+    from beastybar_jax.config import validate
+    from beastybar_jax.games import get_game
+
+    for config in configs:
+        try:
+            validate(config, num_devices=jax.device_count(), game=get_game(config.game))
+        except ConfigError as e:
+            usage_error(f"{what(config)}: {e}")
 
 
 def best_of(repeats: int, run: Callable[[int], Any]) -> tuple[float, float, Any]:

@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for mode in args.modes:
         for lanes in args.lanes:
+            common.check_signals()
             row = common.unless_out_of_memory(f"mode {mode} lanes {lanes}", lambda: bench_endgames(
                 states, mode, lanes, args.repeats))
             if row is not None:

@@ -122,10 +122,11 @@ def bench_env(batch_size: int, num_steps: int, repeats: int, with_observation: b
     compiled, compile_s = common.compile_seconds(make_env_loop(game, batch_size, num_steps, with_observation, sampler),
                                                  states, key)
     states, checksum = jax.block_until_ready(compiled(states, key))  # warm-up run
+    keys = common.repeat_keys(key, repeats)
 
     def run(r):
         nonlocal states
-        states, checksum = compiled(states, jax.random.fold_in(key, r + 1))
+        states, checksum = compiled(states, keys[r])
         return states, checksum
 
     best, _, (_, checksum) = common.best_of(repeats, run)
@@ -136,6 +137,9 @@ def bench_env(batch_size: int, num_steps: int, repeats: int, with_observation: b
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.steps > RESET_CHUNK and args.steps % RESET_CHUNK:  # it was rounded down, the report saying otherwise
+        common.usage_error(f"--steps {args.steps}: above {RESET_CHUNK}, a multiple of {RESET_CHUNK} (finished "
+                           f"games are dealt again every {RESET_CHUNK} steps)")
     machine = common.machine_info()
     variants = VARIANTS if args.variant == "both" else (args.variant,)
     rows = []
@@ -143,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         steps = args.steps if args.steps else max(16, min(512, (1 << 22) // batch))
         steps -= steps % min(steps, RESET_CHUNK)
         for variant in variants:
+            common.check_signals()
             row = common.unless_out_of_memory(f"batch {batch} {variant}", lambda: bench_env(
                 batch, steps, args.repeats, variant == "step+mask+obs", seed=args.seed, sampler=args.sampler))
             if row is not None:
@@ -171,7 +176,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--batch-sizes", type=common.list_of(), default=list(DEFAULT_BATCH_SIZES),
                    help="comma-separated batch sizes, e.g. 1,64,4096 or 2^12,2^16 (default 4^0..4^10 = 1..2^20)")
     p.add_argument("--steps", type=common.int_at_least(0), default=0,
-                   help="steps per timed run (default: 2^22 / batch, clipped to 16..512, a multiple of 16)")
+                   help="steps per timed run: up to 16, or a multiple of 16 (default: 2^22 / batch, clipped "
+                        "to 16..512, rounded down to a multiple of 16)")
     p.add_argument("--variant", choices=("both",) + VARIANTS, default="both")
     p.add_argument("--sampler", choices=tuple(SAMPLERS), default="uniform",
                    help="how random legal moves are drawn: one uniform number per game (default) or "

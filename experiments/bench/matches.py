@@ -16,17 +16,18 @@ from beastybar_jax import arena
 from beastybar_jax.agents import AgentSpecError, make_agent
 from beastybar_jax.checkpoint import CheckpointError
 from beastybar_jax.games import get_game
-from beastybar_jax.seeds import seed_key
+from beastybar_jax.seeds import SEED_LIMIT, seed_key
 
 
 def bench_match(agent, opponent, game, deals: int, repeats: int, seed: int) -> dict:
     """Compile and time one duplicate match of ``2 * deals`` games; returns a result row."""
     deal_keys = jax.random.split(seed_key(seed), deals)
-    play_key = seed_key(seed + 1)
+    play_key = seed_key((seed + 1) % SEED_LIMIT)  # --seed may be the largest seed
     jitted = jax.jit(lambda d, k: arena.play_games(agent, opponent, d, k, game=game))
     compiled, compile_s = common.compile_seconds(jitted, deal_keys, play_key)
     jax.block_until_ready(compiled(deal_keys, play_key))  # warm-up run
-    best, _, outcomes = common.best_of(repeats, lambda r: compiled(deal_keys, jax.random.fold_in(play_key, r)))
+    keys = common.repeat_keys(play_key, repeats, offset=0)
+    best, _, outcomes = common.best_of(repeats, lambda r: compiled(deal_keys, keys[r]))
     games = 2 * deals
     moves = games * game.max_game_length  # the match steps every game to the longest game's end
     return dict(games=games, seconds=best, games_per_second=games / best, moves_per_second=moves / best,
@@ -44,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     rows = []
     for spec, agent in agents:
+        common.check_signals()
         ways = [("batch", agent)] + ([("per state", dataclasses.replace(agent, act_batch=None))]
                                      if args.per_state and agent.act_batch is not None else [])
         for way, player in ways:

@@ -45,9 +45,13 @@ def bench_ppo(base_config, batch_size: int, repeats: int) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     base = common.load_base_config(args.config, ["algorithm=ppo", *args.overrides])
+    batches = args.batch_sizes or [base.num_games]
+    common.check_trainer_configs([base.replace(num_games=batch) for batch in batches],
+                                 lambda c: f"--batch-sizes {c.num_games}")
     machine = common.machine_info()
     rows = []
-    for batch in args.batch_sizes or [base.num_games]:
+    for batch in batches:
+        common.check_signals()
         row = common.unless_out_of_memory(f"batch {batch}", lambda: bench_ppo(base, batch, args.repeats))
         if row is not None:
             rows.append(row)

@@ -79,7 +79,8 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
     with mctx_patch.stock_mctx() if mctx == "stock" else mctx_patch.installed(unroll):
         compiled, compile_s = common.compile_seconds(jax.jit(search), params, states, key)
     jax.block_until_ready(compiled(params, states, key))  # warm-up run
-    best, best_cpu, _ = common.best_of(repeats, lambda r: compiled(params, states, jax.random.fold_in(key, r + 1)))
+    keys = common.repeat_keys(key, repeats)
+    best, best_cpu, _ = common.best_of(repeats, lambda r: compiled(params, states, keys[r]))
     simulations = batch_size * search_config.num_determinizations * num_simulations
     return dict(
         batch_size=batch_size, num_simulations=num_simulations, mctx=mctx, unroll=unroll if mctx == "patched" else 0,
@@ -117,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         for mode, unroll in variants:
             label = mode if unroll <= 1 else f"unroll {unroll}"
             for sims in args.simulations:
+                common.check_signals()
                 row = common.unless_out_of_memory(f"batch {batch} sims {sims} {label}", lambda: bench_search(
                     base, batch, sims, args.evaluator, mode, args.repeats, seed=args.seed, unroll=max(unroll, 1)))
                 if row is not None:

@@ -20,20 +20,27 @@ from beastybar_jax.training.trainer import make_trainer
 DEFAULT_CONFIG = "configs/h100.yaml"
 
 
-def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves: int, num_updates: int,
-                   repeats: int) -> dict:
-    """Compile and time one training iteration (self-play of ``num_moves`` moves in
-    ``batch_size`` games with ``num_simulations`` simulations per move, replay insert
-    and ``num_updates`` SGD steps) with ``base_config``'s network and search."""
+def selfplay_config(base_config, batch_size: int, num_simulations: int, num_moves: int, num_updates: int):
+    """``base_config`` at a benchmark's sizes: ``batch_size`` games, ``num_moves`` moves and
+    ``num_updates`` SGD steps per iteration, ``num_simulations`` simulations a move."""
     max_game_length = get_game(base_config.game).max_game_length
     az = base_config.alphazero
-    config = base_config.replace(num_games=batch_size, alphazero=dataclasses.replace(
+    return base_config.replace(num_games=batch_size, alphazero=dataclasses.replace(
         az,
         moves_per_iteration=num_moves,
         updates_per_iteration=num_updates,
         buffer_size=max(az.batch_size, batch_size * max_game_length * 2),
         min_buffer_size=1,  # learn from the first finished games, so timed iterations include the updates
     ), search=dataclasses.replace(base_config.search, num_simulations=num_simulations))
+
+
+def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves: int, num_updates: int,
+                   repeats: int) -> dict:
+    """Compile and time one training iteration (self-play of ``num_moves`` moves in
+    ``batch_size`` games with ``num_simulations`` simulations per move, replay insert
+    and ``num_updates`` SGD steps) with ``base_config``'s network and search."""
+    max_game_length = get_game(base_config.game).max_game_length
+    config = selfplay_config(base_config, batch_size, num_simulations, num_moves, num_updates)
     trainer = make_trainer(config)
     state = jax.block_until_ready(trainer.init(jax.random.key(0)))
     compiled, compile_s = common.compile_seconds(trainer.iteration, state, jax.random.key(1))
@@ -69,11 +76,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"config error: selfplay times AlphaZero iterations; {args.config} trains {base.algorithm} "
               f"(benchmark.py {base.algorithm} times those)", file=sys.stderr)
         return 2
+    updates = base.alphazero.updates_per_iteration if args.updates < 0 else args.updates
+    common.check_trainer_configs(
+        [selfplay_config(base, batch, sims, args.moves, updates) for batch in args.batch_sizes
+         for sims in args.simulations],
+        lambda c: f"--batch-sizes {c.num_games} --simulations {c.search.num_simulations}")
     machine = common.machine_info()
     rows = []
     for batch in args.batch_sizes:
         for sims in args.simulations:
-            updates = base.alphazero.updates_per_iteration if args.updates < 0 else args.updates
+            common.check_signals()
             row = common.unless_out_of_memory(f"batch {batch} sims {sims}", lambda: bench_selfplay(
                 base, batch, sims, args.moves, updates, args.repeats))
             if row is not None:
