@@ -44,8 +44,10 @@ gpu_tests       the tests marked ``gpu`` (``pytest -m gpu``); at tiny scale only
 
 Bad arguments end in one line and exit code 2. The exit code is 0 when every part ran
 (whatever its figures), 1 when a part failed or ran out of time. SIGINT (Ctrl-C) or SIGTERM
-stops every running part, writes the report of the finished ones and exits with 130 / 143,
-also where the signal was ignored when the script started (a shell's background job).
+stops every running part and writes the report (the parts it stopped marked ``interrupted``
+with the figures they had finished, those it kept from starting ``not started``), then
+exits with 130 / 143, also where the signal was ignored when the script started (a shell's
+background job).
 """
 
 from __future__ import annotations
@@ -425,13 +427,14 @@ def _kill(proc: subprocess.Popen) -> None:
 
 def run_parts(names: list[str], scale: str, out: str, jobs: int) -> tuple[list[dict], int]:
     """Every part, ``jobs`` at a time, in child processes; the results in the order of
-    ``names`` and the signal (SIGINT or SIGTERM; 0: none) that cut the run short (then only
-    the parts finished before it, and no child is left running).
+    ``names`` and the signal (SIGINT or SIGTERM; 0: none) that cut the run short. Then no
+    child is left running, and the parts it stopped (``"interrupted"``, with the figures
+    they had finished) or kept from starting (``"not started"``) are in the results too.
 
     Signals follow the command lines' contract (:class:`CommandSignals`): they are noted,
     also where the shell started the script with SIGINT ignored (a background job), and
     acted on between waits. Parts run in sessions of their own, so only this stops them."""
-    from beastybar_jax.training.interrupt import CommandSignals, Interrupted
+    from beastybar_jax.training.interrupt import CommandSignals, Interrupted, signal_name
 
     running: dict[str, subprocess.Popen] = {}
     results: dict[str, dict] = {}
@@ -466,6 +469,16 @@ def run_parts(names: list[str], scale: str, out: str, jobs: int) -> tuple[list[d
             while not all(f.done() for f in futures):  # a part may start while the others are stopped
                 kill_running()
                 time.sleep(0.1)
+            why = f"stopped by {signal_name(stopped_by)}"
+            for future, name in futures.items():
+                if name in results:
+                    continue
+                if future.cancelled() or future.exception() is not None:
+                    results[name] = dict(part=name, status="not started", why=why, seconds=0.0, figures=[])
+                    continue
+                result = results[name] = future.result()
+                if result["status"] != "ok":  # killed by the stop (an ok part finished just before it)
+                    result.update(status="interrupted", why=why)
     pool.shutdown()
     return [results[name] for name in names if name in results], stopped_by
 
@@ -487,6 +500,9 @@ def markdown(report: dict) -> str:
              f"{m['date']}, {m['device']} x{m['num_devices']} ({m['backend']}), jax {m['jax']}, "
              f"python {m['python']}, commit {report['commit']}; command: `{report['command']}`", "",
              "| part | status | seconds |", "|---|---|---:|"]
+    if report.get("interrupted"):
+        lines[4:4] = ["**Interrupted** after "
+                      f"{report.get('seconds', 0):.0f} s: the parts it stopped keep the figures they had finished.", ""]
     for p in report["parts"]:
         lines.append(f"| {p['part']} | {p['status']}{(': ' + p['why']) if p.get('why') else ''} | "
                      f"{p['seconds']:.0f} |")
@@ -518,7 +534,9 @@ def git_commit() -> str:
 
 
 def parse_args(argv) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from beastybar_jax.cli import OneLineParser
+
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", help="directory for report.json, report.md and parts/")
     parser.add_argument("--scale", choices=tuple(SCALES), default="full")
     parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated subset of: " + ", ".join(PARTS))
@@ -545,8 +563,11 @@ def main(argv=None) -> int:
     if args.table:
         try:
             with open(args.table) as f:
-                print(table(json.load(f)))
-        except (OSError, ValueError, KeyError) as e:
+                report = json.load(f)
+            if not isinstance(report, dict) or not isinstance(report.get("parts"), list):
+                raise ValueError("not an acceptance report (an object with a list of parts)")
+            print(table(report))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             print(f"error: cannot read the report {args.table}: {e}", file=sys.stderr)
             return 2
         return 0

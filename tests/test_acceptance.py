@@ -123,11 +123,13 @@ def test_a_part_past_its_budget_is_reported_and_the_run_goes_on(tmp_path):
     (["--scale", "huge", "--out", "{tmp}"], "invalid choice: 'huge'"),
     (["--out", "{tmp}", "--jobs", "0"], "--jobs: must be at least 1, not 0"),
     ([], "give --out DIR"),
+    (["--table", "{tmp}/list.json"], "not an acceptance report"),
 ])
 def test_bad_arguments_end_in_one_line(tmp_path, args, message):
+    (tmp_path / "list.json").write_text("[]")  # JSON, but no report (a TypeError traceback once)
     proc = acceptance(*[a.format(tmp=tmp_path) for a in args], timeout=120)
     assert proc.returncode == 2
-    assert message in proc.stderr.strip().splitlines()[-1]
+    assert [message in line for line in proc.stderr.strip().splitlines()] == [True]  # one line, no usage first
 
 
 def test_an_unwritable_out_directory_is_refused_before_any_part(tmp_path):
@@ -183,4 +185,8 @@ def test_a_signal_stops_every_running_part_and_writes_the_report(tmp_path, signu
     with open(out / "report.json") as f:
         report = json.load(f)
     assert report["interrupted"] is True
-    assert "learner" not in [p["part"] for p in report["parts"]]  # queued behind the two: never started
+    parts = {p["part"]: p for p in report["parts"]}  # every part asked for, each with what became of it
+    assert parts["engine"]["status"] == parts["search"]["status"] == "interrupted"
+    assert parts["learner"]["status"] == "not started"  # queued behind the two
+    assert parts["engine"]["why"] == f"stopped by {signal.Signals(signum).name}"
+    assert "**Interrupted**" in (out / "report.md").read_text()
