@@ -161,7 +161,9 @@ def _main(args) -> int:
 
     # Orbax / asyncio / thread tracebacks (e.g. around a full disk) go to a file, not the terminal.
     undo_library_output = send_library_output_to(os.path.join(loop.run_dir, "library.log"))
-    code = 0
+    import jax
+
+    code, peers_lost = 0, False
     try:
         loop.run()
     except Interrupted as e:
@@ -170,9 +172,19 @@ def _main(args) -> int:
     except (CheckpointError, OSError, NonFiniteError) as e:
         print(f"error: {e}", file=sys.stderr)
         code = 1
+    except jax.errors.JaxRuntimeError as e:
+        if jax.process_count() == 1:
+            raise
+        # A collective between the processes failed: one stopped or lost its connection.
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        print(f"error: a collective between the run's processes failed ({first}); another process stopped or lost "
+              f"its connection. Start every process again with --resume: the run goes on from its last checkpoint",
+              file=sys.stderr)
+        code, peers_lost = 1, True
     finally:
         try:
-            loop.close()
+            if not peers_lost:  # closing waits for the other processes, which are gone
+                loop.close()
         except (CheckpointError, OSError) as e:
             if code == 0:
                 print(f"error: {e}", file=sys.stderr)

@@ -497,3 +497,67 @@ def test_the_exploiters_budget_is_minutes_or_iterations_whichever_ends_first():
     assert state.calls == info["iterations"] == 1
     assert exploit.parse_args(["--iterations", "7"]).minutes is None  # no time limit
     assert exploit.parse_args([]).minutes == 5.0
+
+
+# ----------------------------------------------------------------------------- several processes
+# In process, with what JAX would say faked: the real multi-process runs are in test_distributed.py.
+
+
+def test_a_coordinator_process_0_cannot_serve_is_one_line(monkeypatch):
+    """Process 0 took any --coordinator: 'foo' was an IndexError inside JAX, a port in use
+    a segmentation fault."""
+    import socket
+
+    from beastybar_jax.training import distributed
+
+    monkeypatch.setattr(distributed.jax.distributed, "initialize",
+                        lambda **kwargs: pytest.fail("reached JAX with a coordinator it cannot serve"))
+    with pytest.raises(distributed.DistributedError, match="must be HOST:PORT"):
+        distributed.initialize("foo", 2, 0)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(distributed.DistributedError, match=f"cannot serve the coordinator on port {port}"):
+            distributed.initialize(f"127.0.0.1:{port}", 2, 0)
+
+
+def test_processes_with_different_device_counts_are_refused_before_any_collective(monkeypatch):
+    """A collective over processes with 2 and 1 devices failed inside JAX (a reshape error)."""
+    from types import SimpleNamespace
+
+    from beastybar_jax.config import ConfigError
+    from beastybar_jax.training import distributed
+
+    monkeypatch.setattr(distributed.jax, "process_count", lambda: 2)
+    monkeypatch.setattr(distributed.jax, "devices", lambda: [SimpleNamespace(process_index=p) for p in (0, 0, 1)])
+    monkeypatch.setattr(distributed, "_allgather_bytes", lambda data: pytest.fail("a collective came first"))
+    with pytest.raises(ConfigError, match=r"different numbers of devices \(process 0: 2, process 1: 1\)"):
+        distributed.check_same_config(tiny_training.tiny_config("unused"))
+
+
+def test_a_failed_collective_ends_a_process_of_the_run_in_one_line(tmp_path, monkeypatch, capsys):
+    """A process killed mid-run left the others with a traceback, then a minute's hang in
+    closing and an abort. Now: one line that says what to do, exit code 1, no close."""
+    import jax
+
+    from beastybar_jax.training import loop as loop_module
+
+    closed = []
+
+    class LostPeer:
+        def __init__(self, config, **kwargs):
+            self.run_dir = str(tmp_path)
+
+        def run(self):
+            raise jax.errors.JaxRuntimeError("INTERNAL: Gloo all-reduce failed: Connection reset by peer\nmore")
+
+        def close(self):
+            closed.append(True)
+
+    monkeypatch.setattr(loop_module, "TrainLoop", LostPeer)
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    assert train.main(["--config", TINY, "--set", f"run_dir={tmp_path}"]) == 1
+    line = one_line(capsys.readouterr().err)
+    assert "a collective between the run's processes failed (INTERNAL: Gloo all-reduce failed" in line
+    assert "--resume" in line and not closed

@@ -51,16 +51,34 @@ def _env_int(name: str) -> int | None:
         raise DistributedError(f"environment variable {name}={text!r} must be an integer") from None
 
 
+def _host_and_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise DistributedError(f"coordinator address {address!r} must be HOST:PORT, e.g. 10.0.0.1:1234")
+    return host.strip("[]"), int(port)
+
+
+def _check_port_free(address: str) -> None:
+    """Process 0 serves the coordinator on the address's port: a port in use is a
+    segmentation fault inside JAX, so it is refused here, with the reason."""
+    _, port = _host_and_port(address)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: a closed run's port is free
+        try:
+            probe.bind(("", port))
+        except OSError as e:
+            raise DistributedError(f"process 0 cannot serve the coordinator on port {port} ({e.strerror or e}); "
+                                   f"choose a free port for --coordinator") from None
+
+
 def _wait_for_coordinator(address: str, timeout: float) -> None:
     """Process > 0: poll the coordinator's port until it answers or ``timeout`` passes.
     (JAX aborts the process when it cannot register in time; this says why, cleanly.)"""
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise DistributedError(f"coordinator address {address!r} must be HOST:PORT, e.g. 10.0.0.1:1234")
+    host, port = _host_and_port(address)
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=min(5.0, timeout)):
+            with socket.create_connection((host, port), timeout=min(5.0, timeout)):
                 return
         except OSError as e:
             if time.monotonic() >= deadline:
@@ -90,12 +108,13 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
             f"(--coordinator/--num-processes/--process-id or {ENV_COORDINATOR}/{ENV_NUM_PROCESSES}/{ENV_PROCESS_ID})")
     if num_processes is not None and not 0 <= process_id < num_processes:
         raise DistributedError(f"process id {process_id} must be in 0..{num_processes - 1} for {num_processes} processes")
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU backend: cross-process collectives
     if process_id:
         _wait_for_coordinator(coordinator, timeout_seconds)
     elif coordinator is not None:
+        _check_port_free(coordinator)
         print(f"process 0 of {num_processes}: coordinator at {coordinator}; waiting up to {timeout_seconds} s "
               f"for the other processes to join", file=sys.stderr, flush=True)
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU backend: cross-process collectives
     try:
         jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
                                    process_id=process_id, initialization_timeout=int(timeout_seconds))
@@ -107,6 +126,9 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
         raise DistributedError(
             f"could not start the multi-process runtime: {e}. Without a cluster that JAX detects (SLURM, Open MPI, "
             f"...), give {ENV_COORDINATOR}, {ENV_NUM_PROCESSES} and {ENV_PROCESS_ID}") from None
+    if num_processes is not None and jax.process_count() != num_processes:  # the coordinator's count holds
+        raise DistributedError(f"this process was started for {num_processes} processes, the run has "
+                               f"{jax.process_count()}: give every process the same --num-processes")
     if jax.process_count() > 1 and jax.default_backend() == "cpu":
         # CPU processes share one persistent-cache key for a program, but an executable
         # compiled by one process deadlocks in another's gloo collectives: compile each.
@@ -151,6 +173,12 @@ def check_same_config(config, options: dict | None = None) -> None:
         return
     from beastybar_jax.config import ConfigError, TrainConfig, config_diff
 
+    # Before any collective: one over processes with different device counts fails in JAX.
+    per_process = [sum(d.process_index == p for d in jax.devices()) for p in range(jax.process_count())]
+    if len(set(per_process)) > 1:
+        raise ConfigError(f"the {len(per_process)} processes have different numbers of devices ("
+                          + ", ".join(f"process {p}: {n}" for p, n in enumerate(per_process))
+                          + "); give each the same (CUDA_VISIBLE_DEVICES, or XLA_FLAGS on the CPU)")
     text = json.dumps(dict(config=config.to_dict(), options=options or {}), sort_keys=True).encode()
     everyone = [json.loads(t) for t in _allgather_bytes(text)]
     if all(e == everyone[0] for e in everyone[1:]):

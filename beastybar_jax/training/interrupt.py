@@ -308,15 +308,23 @@ def _flush_standard_streams() -> None:
 
 
 def exit_command(code: int) -> NoReturn:
-    """End a command line with ``code``. After an interrupt (130 / 143), or with a
-    compile still running in its thread, without the interpreter's shutdown, which
-    can crash while XLA works in other threads (``pure virtual method called``)."""
+    """End a command line with ``code``. After an interrupt (130 / 143), with a compile
+    still running in its thread, or after a failure in a multi-process run, without the
+    interpreter's shutdown: it can crash while XLA works in other threads (``pure virtual
+    method called``), and JAX's distributed shutdown waits for processes that may be gone
+    (a minute, then an abort with a native stack dump)."""
     from beastybar_jax.training.compilation import compiles_in_flight
 
-    if code in (128 + signal.SIGINT, 128 + signal.SIGTERM) or (code != 0 and compiles_in_flight()):
+    if code in (128 + signal.SIGINT, 128 + signal.SIGTERM) or (code != 0 and (compiles_in_flight()
+                                                                               or _in_multiprocess_run())):
         _flush_standard_streams()
         os._exit(code)
     sys.exit(code)
+
+
+def _in_multiprocess_run() -> bool:
+    jax = sys.modules.get("jax")  # a command that never imported JAX is in no such run
+    return jax is not None and jax.distributed.is_initialized() and jax.process_count() > 1
 
 
 def run_command(main: Callable[[], int]) -> NoReturn:

@@ -107,6 +107,7 @@ class TrainLoop:
         self.logger = None
         self._lock = None
         self._stop = StopRequest()
+        self._run_signum: int | None = None  # the signal another process of the run got
         try:
             self._open(resume, console, game, trainer, allow_schedule_change)
         except BaseException:
@@ -194,7 +195,10 @@ class TrainLoop:
             return local
         from jax.experimental import multihost_utils
 
-        return bool(np.any(multihost_utils.process_allgather(np.int32(local))))
+        # Each process's signal (0: none), so one that got none can say which signal stopped the run.
+        signums = np.asarray(multihost_utils.process_allgather(np.int32((self._stop.signum or 0) if local else 0)))
+        self._run_signum = next((int(s) for s in signums.reshape(-1) if s), None)
+        return local or self._run_signum is not None
 
     def _check_stop(self) -> None:
         """Raise :class:`Interrupted` when a signal asked to stop (single process: in a
@@ -287,7 +291,7 @@ class TrainLoop:
                 distributed.barrier("iteration compiled", config.distributed_timeout)
             while iteration < stop:
                 if self.stop_requested:  # (another process's signal, in a multi-process run)
-                    raise Interrupted(self._stop.signum or signal.SIGTERM)
+                    raise Interrupted(self._stop.signum or self._run_signum or signal.SIGTERM)
                 iteration = self._iterate(step, iteration, sims)
                 if config.checkpoint_every and iteration % config.checkpoint_every == 0 and iteration < stop:
                     self.save(force=True)
@@ -299,7 +303,10 @@ class TrainLoop:
             signum = getattr(e, "signum", None) or self._stop.signum or signal.SIGINT
             self.save(force=True)
             self.checkpointer.wait()
-            raise Interrupted(signum, self._interrupt_message(signum)) from None
+            message = self._interrupt_message(signum)
+            if self._stop.signum is None and jax.process_count() > 1:
+                message = f"{message} (the signal came to another process of the run)"
+            raise Interrupted(signum, message) from None
         finally:
             self._stop.restore()
             when_forced(previous_forced)
