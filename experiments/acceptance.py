@@ -407,7 +407,7 @@ def spawn_part(name: str, scale: str, out: str, budget: float,
             result = json.load(f)
     if status == "ok" and result.get("status") != "ok":
         status = "failed"  # exited 0 without finishing (cannot happen unless a part returns early)
-    result.update(status=status, seconds=seconds)
+    result.update(status=status, seconds=seconds, exit_code=proc.returncode)
     if status != "ok":
         lines = [line for line in output.strip().splitlines() if line.strip()]
         result["why"] = f"after {budget:.0f} s" if status == "timed out" else (
@@ -473,12 +473,15 @@ def run_parts(names: list[str], scale: str, out: str, jobs: int) -> tuple[list[d
             for future, name in futures.items():
                 if name in results:
                     continue
-                if future.cancelled() or future.exception() is not None:
+                if future.cancelled():
                     results[name] = dict(part=name, status="not started", why=why, seconds=0.0, figures=[])
-                    continue
-                result = results[name] = future.result()
-                if result["status"] != "ok":  # killed by the stop (an ok part finished just before it)
-                    result.update(status="interrupted", why=why)
+                elif future.exception() is not None:  # the part could not be run at all
+                    results[name] = dict(part=name, status="failed", why=str(future.exception()), seconds=0.0,
+                                         figures=[])
+                else:  # finished just before the stop (whatever its status), or killed by it
+                    result = results[name] = future.result()
+                    if result.get("exit_code") == -signal.SIGKILL and result["status"] == "failed":
+                        result.update(status="interrupted", why=why)
     pool.shutdown()
     return [results[name] for name in names if name in results], stopped_by
 
@@ -591,7 +594,7 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     report["parts"], stopped_by = run_parts(args.parts, args.scale, out, args.jobs)
     if stopped_by:
-        print("interrupted: the report holds the finished parts", file=sys.stderr)
+        print("interrupted: the report names every part (finished, interrupted or not started)", file=sys.stderr)
         report["interrupted"] = True
     report["seconds"] = time.perf_counter() - started
     with open(os.path.join(out, "report.json"), "w") as f:

@@ -32,7 +32,7 @@ from beastybar_jax.games import beastybar as game
 from beastybar_jax.agents import make_agent
 from beastybar_jax.cli import OneLineParser, check_writable_file, int_in_range, seed as seed_arg
 from beastybar_jax.games.beastybar.endgame import positions, solver
-from beastybar_jax.games.beastybar.endgame.suite import SUITE_PATH, Suite, save_suite
+from beastybar_jax.games.beastybar.endgame.suite import SUITE_PATH, Suite, SuiteError, save_suite
 from beastybar_jax.seeds import seed_key
 
 PAIRINGS = (
@@ -124,7 +124,11 @@ def main(argv=None) -> int:
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     suite = make_suite(pairings, args.games, args.seed, log,
                        name=lambda pairing: labelled(pairing, args.network, args.label))
-    save_suite(suite, args.out)
+    try:
+        save_suite(suite, args.out)
+    except SuiteError as e:  # too few games to find a decision, say
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     print(f"wrote {len(suite)} positions to {args.out}")
     return 0
 

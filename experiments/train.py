@@ -47,6 +47,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+# What the runtime's error says when a collective lost a process of the run (gloo on the
+# CPU, NCCL and the coordination service elsewhere), as opposed to a failure of this one.
+LOST_PEER_SIGNS = ("Gloo", "Connection reset", "Connection refused", "connection", "UNAVAILABLE", "DEADLINE_EXCEEDED",
+                   "NCCL", "barrier", "Barrier", "heartbeat", "coordination")
+
+
 def join_processes(args) -> None:
     """Join a multi-process run when asked for (flags, or ``distributed: true`` in the
     config), before anything touches a JAX device. Reads the YAML without validating it:
@@ -173,10 +179,10 @@ def _main(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         code = 1
     except jax.errors.JaxRuntimeError as e:
-        if jax.process_count() == 1:
-            raise
-        # A collective between the processes failed: one stopped or lost its connection.
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        if jax.process_count() == 1 or not any(sign in first for sign in LOST_PEER_SIGNS):
+            raise  # this process's own failure (memory, say): the traceback says where
+        # A collective between the processes failed: one stopped or lost its connection.
         print(f"error: a collective between the run's processes failed ({first}); another process stopped or lost "
               f"its connection. Start every process again with --resume: the run goes on from its last checkpoint",
               file=sys.stderr)

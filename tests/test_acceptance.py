@@ -177,7 +177,7 @@ def test_a_signal_stops_every_running_part_and_writes_the_report(tmp_path, signu
     proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signum, stderr[-2000:]
-    assert "interrupted: the report holds the finished parts" in stderr
+    assert "interrupted: the report names every part (finished, interrupted or not started)" in stderr
     assert _processes_naming(str(out)) == []  # no part left running in the background ...
     for name in ("engine", "search"):  # ... nor waited for: both were stopped unfinished
         path = out / "parts" / f"{name}.json"

@@ -561,3 +561,98 @@ def test_a_failed_collective_ends_a_process_of_the_run_in_one_line(tmp_path, mon
     line = one_line(capsys.readouterr().err)
     assert "a collective between the run's processes failed (INTERNAL: Gloo all-reduce failed" in line
     assert "--resume" in line and not closed
+
+
+def test_a_local_runtime_error_in_a_run_of_processes_is_not_blamed_on_a_peer(tmp_path, monkeypatch):
+    """Only a failed collective is a lost process: running out of memory is this one's
+    own error, raised as it is (and resuming would not help)."""
+    import jax
+
+    from beastybar_jax.training import loop as loop_module
+
+    class OutOfMemory:
+        def __init__(self, config, **kwargs):
+            self.run_dir = str(tmp_path)
+
+        def run(self):
+            raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 1 GiB")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(loop_module, "TrainLoop", OutOfMemory)
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    with pytest.raises(jax.errors.JaxRuntimeError, match="RESOURCE_EXHAUSTED"):
+        train.main(["--config", TINY, "--set", f"run_dir={tmp_path}"])
+
+
+def test_a_process_started_for_another_number_of_processes_is_refused(monkeypatch):
+    """Process 1 started with --num-processes 3 joined process 0's run of 2 and trained on."""
+    import socket
+
+    from beastybar_jax.training import distributed
+
+    monkeypatch.setattr(distributed.jax.distributed, "is_initialized", lambda: False)
+    monkeypatch.setattr(distributed.jax.distributed, "initialize", lambda **kwargs: None)  # joined: a run of 2
+    monkeypatch.setattr(distributed.jax.config, "update", lambda *args: None)  # no gloo for this test process
+    monkeypatch.setattr(distributed.jax, "process_count", lambda: 2)
+    with socket.socket() as coordinator:
+        coordinator.bind(("127.0.0.1", 0))
+        coordinator.listen()
+        with pytest.raises(distributed.DistributedError, match="started for 3 processes, the run has 2"):
+            distributed.initialize(f"127.0.0.1:{coordinator.getsockname()[1]}", 3, 1, timeout_seconds=10)
+
+
+def test_a_process_stopped_by_another_ones_signal_knows_which(monkeypatch):
+    """The stop is agreed by an allgather of each process's signal (it was a bool, and a
+    process that got none said SIGTERM)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    from beastybar_jax.training import loop as loop_module
+
+    monkeypatch.setattr(loop_module.jax, "process_count", lambda: 2)
+    gathered = []
+
+    def allgather(value):
+        gathered.append(int(value))
+        return np.asarray([int(value), 2])  # process 1 got SIGINT
+
+    monkeypatch.setattr(multihost_utils, "process_allgather", allgather)
+    here = SimpleNamespace(_stop=SimpleNamespace(requested=False, signum=None), _run_signum=None)
+    assert loop_module.TrainLoop.stop_requested.fget(here) is True
+    assert here._run_signum == 2 and gathered == [0]
+
+
+def test_a_failed_command_of_a_run_of_processes_exits_at_once(monkeypatch):
+    """JAX's distributed shutdown waits for the other processes, which may be gone (a
+    minute, then an abort): a failed command of such a run leaves without it."""
+    from beastybar_jax.training import interrupt
+
+    class Exited(Exception):
+        pass
+
+    def fast_exit(code):
+        raise Exited(code)
+
+    monkeypatch.setattr(interrupt.os, "_exit", fast_exit)
+    monkeypatch.setattr(interrupt, "_in_multiprocess_run", lambda: True)
+    with pytest.raises(Exited, match="^1$"):
+        interrupt.exit_command(1)
+    with pytest.raises(SystemExit):  # a finished run shuts down in order
+        interrupt.exit_command(0)
+
+
+def test_benchmark_repeat_keys_are_the_keys_the_runs_used():
+    """Made ahead of the timer, the keys are those the timed runs made for themselves."""
+    import jax
+
+    from bench import common
+
+    key = jax.random.key(7)
+    for offset in (0, 1):
+        made = common.repeat_keys(key, 3, offset=offset)
+        for r, k in enumerate(made):
+            assert (jax.random.key_data(k) == jax.random.key_data(jax.random.fold_in(key, offset + r))).all()

@@ -316,12 +316,18 @@ def test_a_suite_file_is_saved_where_named_and_a_bad_one_is_refused_in_one_line(
     np.testing.assert_array_equal(back.action_margin, small.action_margin)
     np.testing.assert_array_equal(back.states.queue, small.states.queue)
 
+    def written(suite_, path) -> None:  # as save_suite writes, without its check
+        np.savez(path, action_margin=suite_.action_margin, legal=suite_.legal, source=suite_.source,
+                 sources=np.array(suite_.sources), **{f"state_{k}": np.asarray(v) for k, v in suite_.states.items()})
+
     def broken(name: str, content: bytes | None = None, suite_: object = None) -> str:
         path = tmp_path / name
         if content is not None:
             path.write_bytes(content)
         else:
-            save_suite(suite_, path)
+            written(suite_, path)
+            with pytest.raises(SuiteError, match="not written to"):  # save_suite refuses to write it
+                save_suite(suite_, tmp_path / "refused.npz")
         with pytest.raises(SuiteError) as raised:
             load_suite(path)
         assert str(path) in str(raised.value) and "\n" not in str(raised.value)
@@ -336,6 +342,18 @@ def test_a_suite_file_is_saved_where_named_and_a_bad_one_is_refused_in_one_line(
         "short.npz", suite_=dataclasses.replace(small, action_margin=small.action_margin[:3]))
     no_moves = dataclasses.replace(small, legal=np.zeros_like(small.legal))
     assert "fewer than two legal moves" in broken("no_moves.npz", suite_=no_moves)
+
+    # A byte flipped anywhere in a saved suite: it loads as it was, or it is refused in one
+    # line (zlib's own error came through as a traceback).
+    data = (tmp_path / "no_extension").read_bytes()
+    for offset in range(0, len(data), max(1, len(data) // 60)):
+        damaged = bytearray(data)
+        damaged[offset] ^= 0x5A
+        (tmp_path / "flipped.npz").write_bytes(bytes(damaged))
+        try:
+            load_suite(tmp_path / "flipped.npz")
+        except SuiteError as e:
+            assert "flipped.npz" in str(e)
 
 
 def test_the_suite_holds_ten_thousand_real_decisions_from_varied_games(suite):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import zipfile
+import zlib
 from typing import Any
 import pathlib
 
@@ -78,7 +79,11 @@ class Suite:
 
 
 def save_suite(suite: Suite, path=SUITE_PATH) -> None:
-    """Write ``suite`` to ``path`` exactly (NumPy would add ``.npz`` to a name without it)."""
+    """Write ``suite`` to ``path`` exactly (NumPy would add ``.npz`` to a name without it);
+    :class:`SuiteError` for one :func:`load_suite` would refuse (no positions, say)."""
+    problem = _suite_problem(suite)
+    if problem:
+        raise SuiteError(f"not written to {path}: {problem}")
     arrays = {f"state_{name}": np.asarray(suite.states[name]) for name in _STATE_FIELDS}
     with open(path, "wb") as f:
         np.savez_compressed(f, action_margin=suite.action_margin.astype(np.int8), legal=suite.legal,
@@ -94,7 +99,7 @@ def load_suite(path=SUITE_PATH) -> Suite:
         raise SuiteError(f"no endgame suite at {path}; make one with python experiments/make_endgame_suite.py")
     try:
         data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise SuiteError(f"{path} is not an endgame suite: NumPy cannot read it as an .npz archive ({first})") from None
     if not isinstance(data, np.lib.npyio.NpzFile):  # a single .npy array
@@ -106,7 +111,7 @@ def load_suite(path=SUITE_PATH) -> Suite:
                           source=data["source"], sources=tuple(str(s) for s in data["sources"]))
         except KeyError as e:
             raise SuiteError(f"{path} is not an endgame suite (missing {e}); regenerate it") from None
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:  # a damaged member
             raise SuiteError(f"{path} is not an endgame suite: an array cannot be read ({type(e).__name__})") from None
     problem = _suite_problem(suite)
     if problem:
