@@ -254,7 +254,7 @@ def match_report(args, game, finished: list, pairings: int, interrupted: bool) -
 # --------------------------------------------------------------------------- endgames
 
 ENDGAME_HEADERS = ["agent", "positions", "keeps result", "throws win", "throws draw", "best margin",
-                   "margin lost"]
+                   "margin lost", "keeps at stake"]
 
 
 def run_endgames(args: argparse.Namespace, log=print, finished: list | None = None) -> dict:
@@ -313,7 +313,8 @@ def endgame_report(args, finished: list, agents: int, interrupted: bool, sources
 def print_endgame_table(scores, plain: bool = False, out=None) -> None:
     pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
     rows = [[s.agent, str(s.positions), pct(s.keeps_result), pct(s.throws_win), pct(s.throws_draw),
-             pct(s.best_margin), f"{s.margin_lost:.2f}"] for s in scores]
+             pct(s.best_margin), f"{s.margin_lost:.2f}",
+             "-" if s.keeps_at_stake is None else f"{pct(s.keeps_at_stake)} of {s.at_stake}"] for s in scores]
     _print_table("solved endgames (moves against best play)", ENDGAME_HEADERS, rows, ("agent",), plain, out)
 
 

@@ -356,6 +356,26 @@ def test_a_suite_file_is_saved_where_named_and_a_bad_one_is_refused_in_one_line(
             assert "flipped.npz" in str(e)
 
 
+def test_the_share_kept_where_the_result_is_at_stake(suite):
+    """Where every legal move keeps the result only the margin is at stake, and any agent
+    keeps it; ``keeps_at_stake`` scores the rest, the positions that test calculation."""
+    from beastybar_jax.games.beastybar.endgame.positions import keeps_result
+    from beastybar_jax.games.beastybar.endgame.suite import score_moves
+
+    keeps = keeps_result(suite.legal, suite.action_margin, suite.margin)
+    at_stake = ((~keeps) & suite.legal).any(axis=1)  # a legal move that loses the result
+    assert at_stake.sum() == 5_241 and (~at_stake).sum() == 6_807
+    rng = np.random.default_rng(0)
+    moves = np.array([rng.choice(np.flatnonzero(row)) for row in suite.legal])
+    score = score_moves(suite, moves)
+    kept = keeps[np.arange(len(suite)), moves]
+    assert score.at_stake == 5_241 and score.keeps_at_stake == pytest.approx(kept[at_stake].mean())
+    assert score.keeps_result == pytest.approx((6_807 + kept[at_stake].sum()) / len(suite))
+    safe = suite.subset(np.flatnonzero(~at_stake)[:10])  # nothing at stake: nothing to score there
+    none = score_moves(safe, moves[np.flatnonzero(~at_stake)[:10]])
+    assert none.at_stake == 0 and none.keeps_at_stake is None and none.keeps_result == 1.0
+
+
 def test_the_suite_holds_ten_thousand_real_decisions_from_varied_games(suite):
     n = len(suite)
     assert n >= 10_000

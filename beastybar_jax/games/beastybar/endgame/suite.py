@@ -12,7 +12,10 @@ margins differ), with the exact final point margin after every legal move
   draw or a loss / a drawn position becomes a loss (their sum is
   ``1 - keeps_result``);
 * ``best_margin``: the share where the move reaches the best margin;
-* ``margin_lost``: the mean point margin given away against best play.
+* ``margin_lost``: the mean point margin given away against best play;
+* ``keeps_at_stake``: ``keeps_result`` over the positions where the result is at stake
+  (a legal move changes it; in the others every move keeps it and only the margin
+  differs), None where a subset holds none; ``at_stake``: how many there are.
 
 Scores need no search at evaluation time: the stored margins are exact.
 """
@@ -180,6 +183,8 @@ class EndgameScore:
     best_margin: float
     margin_lost: float
     illegal: int
+    keeps_at_stake: float | None
+    at_stake: int
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -200,6 +205,8 @@ def score_moves(suite: Suite, actions, agent: str = "agent") -> EndgameScore:
     # An illegal move forfeits the game: counted as a loss by the largest margin.
     chosen = np.where(legal, suite.action_margin[rows, safe].astype(np.int32), -WORST_MARGIN)
     result, chosen_result = np.sign(best), np.sign(chosen)
+    at_stake = (suite.legal & (np.sign(suite.action_margin) != result[:, None])).any(axis=1)
+    kept = chosen_result == result
     return EndgameScore(
         agent=agent, positions=len(suite),
         keeps_result=float(np.mean(chosen_result == result)),
@@ -208,6 +215,8 @@ def score_moves(suite: Suite, actions, agent: str = "agent") -> EndgameScore:
         best_margin=float(np.mean(chosen == best)),
         margin_lost=float(np.mean(best - chosen)),
         illegal=int((~legal).sum()),
+        keeps_at_stake=float(np.mean(kept[at_stake])) if at_stake.any() else None,
+        at_stake=int(at_stake.sum()),
     )
 
 
