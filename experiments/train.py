@@ -104,6 +104,9 @@ def _main(args) -> int:
     except DistributedError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if config.eval_endgames and not config.eval_every:  # asked for, and silently never done
+        print("note: eval_endgames is on but eval_every is 0, so training evaluates nothing; set eval_every: N "
+              "to score the endgame suite every N iterations", file=sys.stderr)
 
     if args.dry_run:
         import json

@@ -656,3 +656,11 @@ def test_benchmark_repeat_keys_are_the_keys_the_runs_used():
         made = common.repeat_keys(key, 3, offset=offset)
         for r, k in enumerate(made):
             assert (jax.random.key_data(k) == jax.random.key_data(jax.random.fold_in(key, offset + r))).all()
+
+
+def test_endgame_evaluation_without_eval_every_is_noted(capsys):
+    """eval_endgames: true with eval_every: 0 trained without a word and evaluated nothing."""
+    assert train.main(["--config", TINY, "--set", "eval_endgames=true", "--set", "eval_every=0", "--dry-run"]) == 0
+    assert "note: eval_endgames is on but eval_every is 0" in capsys.readouterr().err
+    assert train.main(["--config", TINY, "--set", "eval_endgames=true", "--set", "eval_every=5", "--dry-run"]) == 0
+    assert "note:" not in capsys.readouterr().err
