@@ -227,6 +227,12 @@ def play_pairings(pairings, num_deals: int, key: jax.Array, game, *, record_entr
     return 0
 
 
+def _machine() -> str:
+    """The machine line of a JSON report."""
+    return f"{platform.machine()} {platform.system()}, jax devices: " + ", ".join(str(d.device_kind)
+                                                                          for d in jax.devices())
+
+
 def match_report(args, game, finished: list, pairings: int, interrupted: bool) -> dict:
     """The JSON report of the ``finished`` ``(result, seconds)`` pairs (``_results`` and
     ``_elo`` hold the objects for the tables)."""
@@ -236,8 +242,7 @@ def match_report(args, game, finished: list, pairings: int, interrupted: bool) -
     rows = elo_table(results) if results else []
     return {
         "date": datetime.date.today().isoformat(),
-        "machine": f"{platform.machine()} {platform.system()}, jax devices: "
-                   + ", ".join(str(d.device_kind) for d in jax.devices()),
+        "machine": _machine(),
         "game": game.name,
         "seed": args.seed,
         "games_per_pairing": games,
@@ -296,8 +301,7 @@ def endgame_report(args, finished: list, agents: int, interrupted: bool, sources
 
     report = {
         "date": datetime.date.today().isoformat(),
-        "machine": f"{platform.machine()} {platform.system()}, jax devices: "
-                   + ", ".join(str(d.device_kind) for d in jax.devices()),
+        "machine": _machine(),
         "seed": args.seed,
         "suite": str(args.suite or SUITE_PATH),
         "results": [dict(s.to_dict(), seconds_including_compile=round(t, 3)) for s, t in finished],

@@ -536,27 +536,35 @@ def test_processes_with_different_device_counts_are_refused_before_any_collectiv
         distributed.check_same_config(tiny_training.tiny_config("unused"))
 
 
-def test_a_failed_collective_ends_a_process_of_the_run_in_one_line(tmp_path, monkeypatch, capsys):
-    """A process killed mid-run left the others with a traceback, then a minute's hang in
-    closing and an abort. Now: one line that says what to do, exit code 1, no close."""
+def _process_of_a_run_failing(monkeypatch, run_dir, message: str) -> list:
+    """``train.py``'s loop replaced by one that fails with the runtime error ``message``,
+    in a run of two processes; the list fills when the loop is closed."""
     import jax
 
     from beastybar_jax.training import loop as loop_module
 
     closed = []
 
-    class LostPeer:
+    class Failing:
         def __init__(self, config, **kwargs):
-            self.run_dir = str(tmp_path)
+            self.run_dir = str(run_dir)
 
         def run(self):
-            raise jax.errors.JaxRuntimeError("INTERNAL: Gloo all-reduce failed: Connection reset by peer\nmore")
+            raise jax.errors.JaxRuntimeError(message)
 
         def close(self):
             closed.append(True)
 
-    monkeypatch.setattr(loop_module, "TrainLoop", LostPeer)
+    monkeypatch.setattr(loop_module, "TrainLoop", Failing)
     monkeypatch.setattr(jax, "process_count", lambda: 2)
+    return closed
+
+
+def test_a_failed_collective_ends_a_process_of_the_run_in_one_line(tmp_path, monkeypatch, capsys):
+    """A process killed mid-run left the others with a traceback, then a minute's hang in
+    closing and an abort. Now: one line that says what to do, exit code 1, no close."""
+    closed = _process_of_a_run_failing(monkeypatch, tmp_path,
+                                       "INTERNAL: Gloo all-reduce failed: Connection reset by peer\nmore")
     assert train.main(["--config", TINY, "--set", f"run_dir={tmp_path}"]) == 1
     line = one_line(capsys.readouterr().err)
     assert "a collective between the run's processes failed (INTERNAL: Gloo all-reduce failed" in line
@@ -568,20 +576,7 @@ def test_a_local_runtime_error_in_a_run_of_processes_is_not_blamed_on_a_peer(tmp
     own error, raised as it is (and resuming would not help)."""
     import jax
 
-    from beastybar_jax.training import loop as loop_module
-
-    class OutOfMemory:
-        def __init__(self, config, **kwargs):
-            self.run_dir = str(tmp_path)
-
-        def run(self):
-            raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 1 GiB")
-
-        def close(self):
-            pass
-
-    monkeypatch.setattr(loop_module, "TrainLoop", OutOfMemory)
-    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    _process_of_a_run_failing(monkeypatch, tmp_path, "RESOURCE_EXHAUSTED: Out of memory allocating 1 GiB")
     with pytest.raises(jax.errors.JaxRuntimeError, match="RESOURCE_EXHAUSTED"):
         train.main(["--config", TINY, "--set", f"run_dir={tmp_path}"])
 

@@ -209,7 +209,7 @@ def score_moves(suite: Suite, actions, agent: str = "agent") -> EndgameScore:
     kept = chosen_result == result
     return EndgameScore(
         agent=agent, positions=len(suite),
-        keeps_result=float(np.mean(chosen_result == result)),
+        keeps_result=float(np.mean(kept)),
         throws_win=float(np.mean((result == 1) & (chosen_result < 1))),
         throws_draw=float(np.mean((result == 0) & (chosen_result < 0))),
         best_margin=float(np.mean(chosen == best)),
