@@ -54,6 +54,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="games per pairing per round (default %(default)s: about 83,000 positions)")
     parser.add_argument("--learning-rate", type=finite_float(above=0), default=3e-4, help="Adam's (default %(default)s)")
     parser.add_argument("--batch-size", type=int_in_range(1, 1_000_000), default=512)
+    parser.add_argument("--win-weight", type=finite_float(above=0), default=1.0,
+                        help="weight of the won positions in the policy loss, the others 1 (default %(default)s)")
     parser.add_argument("--seed", type=seed_arg, default=1)
     parser.add_argument("--out", metavar="DIR", help="write the trained network here (exported format)")
     parser.add_argument("--dry-run", action="store_true",
@@ -176,7 +178,8 @@ def main(argv=None) -> int:
             output = network.apply(params, observations)
             log_policy = jax.nn.log_softmax(jnp.where(legal, output.policy_logits, -1e9))
             log_keep = jax.nn.logsumexp(jnp.where(keeps, log_policy, -1e9), axis=-1)
-            return -jnp.mean(log_keep) + jnp.mean((output.value - results) ** 2)
+            weight = jnp.where(results > 0, args.win_weight, 1.0)  # a won position's result is a win
+            return -jnp.sum(weight * log_keep) / jnp.sum(weight) + jnp.mean((output.value - results) ** 2)
 
         value, grads = jax.value_and_grad(loss)(params)
         updates, opt_state = optimizer.update(grads, opt_state, params)

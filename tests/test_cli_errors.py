@@ -272,6 +272,8 @@ def _exit_code(main, argv) -> int:
     (fit_endgames.main, ["--init", "scratch", "--learning-rate", "nan"], "argument --learning-rate: must be a finite"),
     (fit_endgames.main, ["--init", "scratch", "--learning-rate", "inf"], "argument --learning-rate: must be a finite"),
     (fit_endgames.main, ["--init", "scratch", "--learning-rate", "0"], "argument --learning-rate: must be greater"),
+    (fit_endgames.main, ["--init", "scratch", "--win-weight", "0"], "argument --win-weight: must be greater"),
+    (fit_endgames.main, ["--init", "scratch", "--win-weight", "nan"], "argument --win-weight: must be a finite"),
     (fit_endgames.main, ["--init", "scratch", "--set", "learning_rate=5"], "--set takes network.* keys only"),
     (make_endgame_suite.main, ["--label", "x"], "--label names the --network's pairings"),
     (fit_endgames.main, ["--init", "champion", "--set", "network.width=64"], "use it with --init scratch"),
