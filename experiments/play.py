@@ -8,7 +8,8 @@
 Each turn shows the table from your side (in Beasty Bar your hand, the queue, both bars
 and THAT'S IT piles; the opponent's hand and both decks stay hidden) and your legal
 moves, numbered. Type a number or a move's name (a unique beginning is enough, e.g.
-"lion" or "parrot on queue place 1"). Commands: "help", "table", "quit". After each
+"lion" or "parrot on queue place 1"). Commands: "help", "table", "quit" (Ctrl-C ends the
+game at any moment: exit code 130). After each
 move you are told what happened (in Beasty Bar: cards that entered the bar or went to
 THAT'S IT, and the queue after it). Everything shown comes from the game's own
 renderers (``Game.render_state``, ``render_action``, ``describe_move``), so any
@@ -17,23 +18,32 @@ registered game can be played.
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Callable
 
-import jax
+INTERRUPTED = 130  # the exit code of a command ended by Ctrl-C (128 + SIGINT)
 
-from beastybar_jax.agents import agent_names, default_opponent, make_agent
-from beastybar_jax.cli import OneLineParser, deal_seed
-from beastybar_jax.games import GAME_NAMES, Game, get_game
-from beastybar_jax.playing import (RecordError, check_record, deal, describe_move, human_seat, legal_actions,
-                                   move_text, outcome, replay, secret_deal_seed)
+try:  # jax takes seconds to load: Ctrl-C meanwhile is one line, as at any other moment
+    import jax
+
+    from beastybar_jax.agents import agent_names, default_opponent, make_agent
+    from beastybar_jax.cli import OneLineParser, deal_seed
+    from beastybar_jax.games import GAME_NAMES, Game, get_game
+    from beastybar_jax.playing import (RecordError, check_record, deal, describe_move, human_seat, legal_actions,
+                                       move_text, outcome, replay, secret_deal_seed)
+except KeyboardInterrupt:
+    if __name__ != "__main__":
+        raise
+    print("interrupted by SIGINT", file=sys.stderr)
+    sys.exit(INTERRUPTED)
 
 HELP = ("Type the number of a move or its name (a unique beginning is enough, e.g. 'lion'). "
         "Commands: 'table' shows the table again, 'help' this text, 'quit' ends the game.")
 
 
 class QuitGame(Exception):
-    """The human asked to stop (``quit``, end of input or Ctrl-C)."""
+    """The human asked to stop (``quit`` or end of input)."""
 
 
 def parse_move(game: Game, text: str, legal_actions: list[int], state,
@@ -42,11 +52,11 @@ def parse_move(game: Game, text: str, legal_actions: list[int], state,
     text = " ".join(text.strip().lower().split())
     if not text:
         return None, "Please type a move number or name (or 'help')."
-    if text.lstrip("-").isdigit():
-        number = int(text)
-        if 1 <= number <= len(legal_actions):
-            return legal_actions[number - 1], None
-        return None, f"{number} is not a move number; choose 1 to {len(legal_actions)}."
+    if re.fullmatch(r"-?[0-9]+", text):  # ASCII digits only: int() refuses some that isdigit() takes
+        if len(text) <= 3 and 1 <= int(text) <= len(legal_actions):
+            return legal_actions[int(text) - 1], None
+        shown = text if len(text) <= 12 else text[:12] + "..."
+        return None, f"{shown} is not a move number; choose 1 to {len(legal_actions)}."
     names = {a: move_text(game, a, state, human).lower() for a in legal_actions}
     plain = {a: game.action_names[a].lower() for a in legal_actions} if game.action_names else names
     exact = [a for a in legal_actions if text in (names[a], plain[a])]
@@ -66,7 +76,7 @@ def parse_move(game: Game, text: str, legal_actions: list[int], state,
 def _ask(input_fn: Callable[[str], str], prompt: str) -> str:
     try:
         return input_fn(prompt)
-    except (EOFError, KeyboardInterrupt):
+    except EOFError:
         raise QuitGame from None
 
 
@@ -74,7 +84,8 @@ def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed:
               input_fn: Callable[[str], str] = input, print_fn: Callable[..., None] = print) -> dict | None:
     """One game of ``game`` (default Beasty Bar), human against ``opponent`` (an
     ``Agent``). Returns ``{"result": "win"|"draw"|"loss"}`` (with ``"you"`` and
-    ``"opponent"`` points for games that count points), or None if the human quit."""
+    ``"opponent"`` points for games that count points), or None if the human quit (or
+    input ended). Ctrl-C (``KeyboardInterrupt``) abandons the game and is raised on."""
     game = get_game("beastybar") if game is None else game
     state, key = deal(game, seed)
     human, key = human_seat(state, key, seat)
@@ -116,6 +127,9 @@ def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed:
     except QuitGame:
         print_fn("\nGame abandoned. Goodbye!")
         return None
+    except KeyboardInterrupt:  # Ctrl-C at the prompt or while the opponent thinks: the caller exits 130
+        print_fn("\nGame abandoned. Goodbye!")
+        raise
 
     result = outcome(game, state, human)
     print_fn("")
@@ -179,21 +193,30 @@ def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[.
     seed = args.seed if args.seed is not None else secret_deal_seed()
     game = get_game(args.game)
     try:
-        opponent = make_agent(args.opponent or default_opponent(game), game=game)
+        opponent = make_agent(default_opponent(game) if args.opponent is None else args.opponent, game=game)
     except ValueError as e:  # unknown names, bad options, unreadable checkpoints, wrong game
         error_fn(f"error: {e}")
         return 2
     # A random deal's seed is told when the game ends: it gives away every hidden card.
     dealt = f"Deal seed {seed}" if args.seed is not None else "A random deal"
     print_fn(f"{dealt}. Preparing the opponent (the first move compiles, which can take a while)...")
+    code = 0
     try:
         play_game(opponent, game=game, seat=args.seat, seed=seed, input_fn=input_fn, print_fn=print_fn)
-    except KeyboardInterrupt:  # Ctrl-C while the opponent thinks
-        print_fn("\nInterrupted. Goodbye!")
+    except KeyboardInterrupt:
+        code = INTERRUPTED
     if args.seed is None:
         print_fn(f"The deal's seed was {seed}: --seed {seed} deals this game again.")
-    return 0
+    return code
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from beastybar_jax.training.interrupt import CommandSignals, exit_command, signal_name
+
+    # Nothing to save: Ctrl-C (or SIGTERM) at any moment, at the prompt or in the middle of
+    # a compile (where a KeyboardInterrupt can be swallowed by a JAX callback), ends the
+    # game at once with one line and 130 (143).
+    with CommandSignals(grace_seconds=0) as signals:
+        signals.when_forced(lambda signum: f"\ninterrupted by {signal_name(signum)}: game abandoned")
+        exit_code = main()
+    exit_command(exit_code)

@@ -15,6 +15,24 @@ import sys
 from beastybar_jax.cli import OneLineParser, finite_float, int_in_range
 
 
+def listening_socket(host: str, port: int):
+    """A TCP socket bound to ``host``:``port`` as uvicorn binds one (IPv6 for a host
+    with a colon, ``SO_REUSEADDR``); raises ``OSError`` (``socket.gaierror`` for a host
+    that does not resolve) where it cannot."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family=family)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
 def main(argv=None) -> int:
     parser = OneLineParser(description="Serve the web app (play, watch, analyse, records).")
     parser.add_argument("--agent", default=None,
@@ -29,6 +47,8 @@ def main(argv=None) -> int:
                         help="games kept at most (oldest idle go first)")
     parser.add_argument("--check", action="store_true", help="build the app (check --agent) and exit without serving")
     args = parser.parse_args(argv)
+    if args.agent is not None and not args.agent.strip():
+        parser.error("--agent: empty agent spec (leave it out for the default)")
     try:
         import uvicorn
     except ImportError:
@@ -39,6 +59,13 @@ def main(argv=None) -> int:
     from beastybar_jax.web.app import create_app
     from beastybar_jax.web.engine import AgentUnavailable
 
+    sock = None
+    if not args.check:  # before the agents load (seconds): a port in use is told at once
+        try:
+            sock = listening_socket(args.host, args.port)
+        except OSError as e:
+            print(f"error: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
+            return 2
     enable_compilation_cache()  # agents compile once, not at every start
     try:
         app = create_app(args.agent, ttl_seconds=args.ttl_minutes * 60, max_games=args.max_games, warm=not args.check)
@@ -52,7 +79,7 @@ def main(argv=None) -> int:
           "Ctrl-C stops)", flush=True)
     # uvicorn answers SIGINT / SIGTERM itself (it stops serving, then hands the signal on);
     # the command's contract then ends it with one line and 130 / 143.
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
     signals = active_command()
     if signals is not None and signals.requested:
         signals.acknowledge()

@@ -37,21 +37,24 @@ def run(argv, script, errors=None):
 
 
 def test_full_game_with_bad_input():
-    script = Script(["", "banana", "0", "99", "help", "table", "  2 "], then="1")
+    script = Script(["", "banana", "0", "99", "\u00b2", "--1", "9" * 5000, "help", "table", "  2 "], then="1")
     code, out = run(["--opponent", "random", "--seat", "first", "--seed", "3"], script)
     assert code == 0
     assert "Traceback" not in out
     assert "Please type a move number or name" in out
     assert "'banana' is not a move" in out
     assert "0 is not a move number" in out and "99 is not a move number" in out
+    # digits int() refuses (a superscript, a doubled sign, past Python's 4,300-digit limit) are answered too
+    assert "'\u00b2' is not a move" in out and "'--1' is not a move" in out
+    assert "999999999999... is not a move number" in out
     assert "Commands:" in out  # help
     assert "Your moves:" in out and "1. " in out
     assert re.search(r"Opponent plays .+\.", out)  # the opponent's moves are explained
     assert "Queue now (front first)" in out
     final = re.search(r"Final score: you (\d+) - opponent (\d+)\. (You win!|It's a draw\.|You lose\.)", out)
     assert final, out[-2000:]
-    # every bad line was answered with a new prompt: 7 scripted lines + one per later move
-    assert len(script.prompts) >= 7 + 9
+    # every bad line was answered with a new prompt: 10 scripted lines + one per later move
+    assert len(script.prompts) >= 10 + 9
 
 
 def test_moves_by_name_and_quit():
@@ -80,13 +83,15 @@ def test_moves_by_name_and_quit():
     assert "Game abandoned. Goodbye!" in out and "Final score" not in out
 
 
-@pytest.mark.parametrize("error", [EOFError, KeyboardInterrupt])
-def test_end_of_input_and_ctrl_c(error):
+@pytest.mark.parametrize("error, exit_code", [(EOFError, 0), (KeyboardInterrupt, 130)])
+def test_end_of_input_and_ctrl_c(error, exit_code):
+    """End of input quits the game (exit 0); Ctrl-C abandons it too, and the command
+    exits as an interrupted one does (130), with no traceback."""
     def raiser(prompt=""):
         raise error
 
     code, out = run(["--opponent", "random", "--seat", "first", "--seed", "5"], raiser)
-    assert code == 0 and "Goodbye" in out
+    assert code == exit_code and "Game abandoned. Goodbye!" in out and "Traceback" not in out
 
 
 def test_a_random_deal_keeps_its_seed_secret_until_the_game_ends(capsys):
@@ -211,3 +216,36 @@ def test_tic_tac_toe_by_cell_names_to_the_end():
 def test_an_agent_of_another_game_is_a_clear_error():
     code, out = run(["--game", "tictactoe", "--opponent", "heuristic"], Script([]))
     assert code == 2 and "plays beastybar only" in out and "minimax" in out
+
+
+def test_ctrl_c_at_the_prompt_ends_the_command_in_one_line():
+    """The command line in a subprocess: Ctrl-C at the prompt ends the game at once
+    (nothing to save), one line on standard error, exit code 130. The same handler
+    serves a Ctrl-C during a compile, where a KeyboardInterrupt could be swallowed."""
+    import os
+    import select
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from helpers import tiny_training
+
+    process = subprocess.Popen([sys.executable, str(tiny_training.REPO_ROOT / "experiments" / "play.py"),
+                                "--opponent", "random", "--seat", "first", "--seed", "3"],
+                               env=tiny_training.cli_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    try:
+        shown, deadline = b"", time.monotonic() + 300
+        while b"Your move> " not in shown:  # stdin stays open: the prompt waits for a line
+            assert process.poll() is None and time.monotonic() < deadline, shown[-2000:]
+            if select.select([process.stdout], [], [], 1.0)[0]:
+                shown += os.read(process.stdout.fileno(), 65536)
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    err = process.stderr.read().decode()
+    assert code == 130, err[-2000:]
+    assert [line for line in err.splitlines() if line.strip()] == ["interrupted by SIGINT: game abandoned"]

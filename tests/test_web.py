@@ -185,6 +185,8 @@ def test_views_depend_only_on_what_the_viewer_knows():
     ("post", "/api/games", {"seed": "7"}, 422, "seed"),
     ("post", "/api/games/nope/move", {"action": 1.0}, 422, "action"),
     ("post", "/api/games/nope/analyse", {"ply": True}, 422, "ply"),
+    ("post", "/api/games/nope/move", {"action": 1, "ply": -5}, 422, "ply"),  # out of range, not "moved on"
+    ("post", "/api/games/nope/advance", {"ply": -1}, 422, "ply"),
     # deal seeds are JSON numbers a browser holds exactly
     ("post", "/api/games", {"seed": 2**53}, 422, "seed"),
     ("post", "/api/records", {"record": {"game": "beastybar", "seed": 2**53, "moves": []}}, 422, "[0, 2**53)"),
@@ -252,6 +254,33 @@ def test_games_expire_and_the_store_stays_bounded():
     pool.agent(game, "minimax")
     assert [e["spec"] for e in pool.statuses()] == ["minimax"] and pool.agent(game, "random") is not first
     pool.shutdown()
+
+
+def test_a_full_store_lets_finished_games_go_before_live_ones(client):
+    """Beyond ``max_games`` a finished game goes first, even one used more recently than
+    the live games kept; with none finished, the least recently used."""
+    game = get_game("tictactoe")
+    store = GameStore(max_games=3)
+
+    def new(finished=False):
+        state = game.init(jax.random.key(0))
+        state = state.replace(terminated=np.asarray(finished))
+        return store.add(Session(id=store.new_id(), game=game, mode="watch", seed=0, seed_chosen=True,
+                                 players=["random", "random"], human=None, states=[state])).id
+
+    live = [new(), new()]
+    done = new(finished=True)
+    later = new()
+    assert len(store) == 3 and all(store.get(i) for i in live + [later])
+    with pytest.raises(Exception, match="unknown game"):
+        store.get(done)
+    newest = new()
+    assert len(store) == 3 and store.get(newest)
+    with pytest.raises(Exception, match="unknown game"):
+        store.get(live[0])  # none finished: the least recently used
+    # The spec a game names is the one that plays it, without the spaces the request had.
+    view = client.post("/api/games", json={"game": "tictactoe", "agent": " random ", "seat": "first"}).json()
+    assert [p["name"] for p in view["players"]] == ["human", "random"]
 
 
 def test_the_agent_pool_never_evicts_a_default_or_a_compile_and_bounds_the_queue(monkeypatch):
@@ -432,6 +461,29 @@ def test_while_the_agent_compiles_the_answer_says_so(monkeypatch):
         gate.set()
         response = until_done(c, response)
         assert response.status_code == 200 and response.json()["ply"] == 1
+
+
+def test_serve_says_in_one_line_where_it_cannot_listen():
+    """A port in use, or a host this machine is not, is told before the agents load
+    (seconds), in one line with exit code 2, and no "Serving on" line comes first."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for argv, reason in ((["--port", str(port)], "Address already in use"),
+                             (["--host", "nosuch.invalid"], "cannot listen on nosuch.invalid:8000")):
+            result = subprocess.run([sys.executable, str(REPO / "experiments" / "serve.py"), "--agent", "random", *argv],
+                                    cwd=REPO, capture_output=True, text=True, timeout=300)
+            assert result.returncode == 2 and result.stdout == "", result.stderr[-3000:]
+            lines = result.stderr.splitlines()
+            assert len(lines) == 1 and lines[0].startswith("error: cannot listen on") and reason in lines[0], lines
+
+
+def test_serve_refuses_an_empty_agent_spec(capsys):
+    """An empty ``--agent`` is a mistake, not a request for the default."""
+    with pytest.raises(SystemExit) as exit_info:
+        _script("serve").main(["--agent", " ", "--check"])
+    assert exit_info.value.code == 2 and "--agent: empty agent spec" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

@@ -155,6 +155,41 @@ def test_beastybar_by_clicks_a_card_then_its_target(browser, server):
     assert len(browser.find_elements("css selector", "#log li")) == int(body(browser, "ply")) >= 20
 
 
+def test_a_new_game_takes_over_while_the_agent_compiles(browser, server, monkeypatch):
+    """A game whose agent is still compiling (held back here) keeps the page polling;
+    asking for another game meanwhile replaces it at once (the click used to be dropped
+    until the compile ended), and the old game's answers are not drawn any more."""
+    from beastybar_jax.web.engine import AgentPool
+
+    gate = threading.Event()
+    compile_now = AgentPool._compile
+
+    def held_back(entry, build):
+        if entry.spec == "greedy":
+            gate.wait(TIMEOUT)
+        compile_now(entry, build)
+
+    monkeypatch.setattr(AgentPool, "_compile", staticmethod(held_back))
+    try:
+        open_page(browser, server, "play")
+        choose(browser, "play-game", "beastybar")
+        choose(browser, "play-seat", "second")
+        by_id(browser, "play-agent").send_keys("greedy")
+        by_id(browser, "play-start").click()
+        wait(browser, lambda d: by_id(d, "status").get_attribute("class") == "compiling")
+        choose(browser, "play-game", "tictactoe")
+        choose(browser, "play-seat", "first")
+        by_id(browser, "play-agent").clear()
+        by_id(browser, "play-start").click()
+        wait(browser, lambda d: d.find_elements("css selector", ".cell.playable"))
+        time.sleep(1.5)  # past the old game's next poll (every second): its answer is dropped
+        assert browser.find_elements("css selector", ".cell.playable") and body(browser, "ply") == "0"
+        assert by_id(browser, "status").get_attribute("class") != "compiling"
+        assert not by_id(browser, "error").is_displayed(), by_id(browser, "error").text
+    finally:
+        gate.set()
+
+
 def test_watch_step_autoplay_analyse_and_records(browser, server):
     open_page(browser, server, "watch")
     choose(browser, "watch-game", "tictactoe")

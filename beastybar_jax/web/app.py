@@ -226,6 +226,7 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
             if body.agent is not None:
                 raise ApiError(422, "mode watch takes 'agents': [seat 0, seat 1], not 'agent'")
             specs = body.agents or [defaults[game.name]] * 2
+        specs = [spec.strip() for spec in specs]  # as the pool keys them: the record names what played
         for spec in specs:
             compiled("act", game, spec)  # validates now, compiles in the background
         seed = body.seed if body.seed is not None else secret_deal_seed()

@@ -36,20 +36,20 @@ class Move(_Body):
     a stale or repeated click."""
 
     action: int
-    ply: Optional[int] = None
+    ply: Optional[int] = Field(default=None, ge=0)
 
 
 class Advance(_Body):
     """Ask the agent to move; ``ply`` as in :class:`Move`."""
 
-    ply: Optional[int] = None
+    ply: Optional[int] = Field(default=None, ge=0)
 
 
 class Analyse(_Body):
     """Analyse the position after ``ply`` moves (default: now) with ``analyst``'s
     evaluator and search (default: the game's agent, or the server's)."""
 
-    ply: Optional[int] = None
+    ply: Optional[int] = Field(default=None, ge=0)
     analyst: Optional[Spec] = None
 
 

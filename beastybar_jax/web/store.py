@@ -151,7 +151,8 @@ class Session:
 
 class GameStore:
     """Sessions by id. Idle sessions expire after ``ttl_seconds``; beyond ``max_games``
-    the least recently used go first, so memory stays bounded."""
+    finished games go first (the least recently used of them), then the least recently
+    used of the rest, so memory stays bounded."""
 
     def __init__(self, ttl_seconds: float = 3600.0, max_games: int = 500):
         if ttl_seconds <= 0 or max_games < 1:
@@ -170,8 +171,12 @@ class GameStore:
         with self._lock:
             self._expire()
             self._sessions[session.id] = session
-            while len(self._sessions) > self.max_games:
-                self._sessions.popitem(last=False)
+            while len(self._sessions) > self.max_games:  # finished games first, then the least recently used
+                finished = next((key for key, kept in self._sessions.items() if kept.finished), None)
+                if finished is None:
+                    self._sessions.popitem(last=False)
+                else:
+                    del self._sessions[finished]
         return session
 
     def get(self, game_id: str) -> Session:

@@ -6,7 +6,7 @@ const $ = (id) => document.getElementById(id);
 let INFO = null;      // /api/info
 let G = null;         // the current game view
 let autoplay = null;  // watch mode timer
-let busy = false;     // a request that changes the game is in flight
+let busy = null;      // the token of the request that changes the game, while it is in flight
 
 async function api(method, path, body) {
   const opts = { method, headers: {} };
@@ -189,25 +189,35 @@ function render(view) {
 
 // ---------------------------------------------------------------- actions
 
-async function guarded(fn) {
-  if (busy) return;
-  busy = true;
-  try { showError(""); await fn(); } catch (e) { showError(e.message); stopAutoplay(); } finally { busy = false; }
+// One request that changes the game at a time: a click meanwhile is dropped, but a new
+// game or a loaded record takes over (``takeOver``): the request in flight, an agent's
+// compile polled for a minute included, then ends without drawing its answer.
+async function guarded(fn, takeOver = false) {
+  if (busy && !takeOver) return;
+  const token = {};
+  busy = token;
+  const current = () => busy === token;
+  try { showError(""); await fn(current); } catch (e) {
+    if (current()) { showError(e.message); stopAutoplay(); }
+  } finally { if (current()) busy = null; }
 }
 
-async function agentMoves() {
+async function agentMoves(current) {
   // The agent replies; while it compiles the server answers 202 and the page says so.
-  while (G && !G.finished && G.waiting_for === "agent" && G.mode === "play") {
+  while (current() && G && !G.finished && G.waiting_for === "agent" && G.mode === "play") {
     const { status, data } = await api("POST", `/api/games/${G.id}/advance`, { ply: G.ply });
+    if (!current()) return;
     render(data);
     if (status === 202) await sleep(1000);
   }
 }
 
 function play(action) {
-  return guarded(async () => {
-    render((await api("POST", `/api/games/${G.id}/move`, { action, ply: G.ply })).data);
-    await agentMoves();
+  return guarded(async (current) => {
+    const { data } = await api("POST", `/api/games/${G.id}/move`, { action, ply: G.ply });
+    if (!current()) return;
+    render(data);
+    await agentMoves(current);
   });
 }
 
@@ -228,25 +238,30 @@ function newGame(mode) {
     }
   }
   $("analysis").replaceChildren();
-  return guarded(async () => {
-    render((await api("POST", "/api/games", body)).data);
-    await agentMoves();
-  });
+  return guarded(async (current) => {
+    const { data } = await api("POST", "/api/games", body);
+    if (!current()) return;
+    render(data);
+    await agentMoves(current);
+  }, true);
 }
 
 async function stepTo(ply) {
   if (!G) return;
-  await guarded(async () => {
+  await guarded(async (current) => {
     if (ply > G.ply && !G.finished && G.waiting_for === "agent") {
-      for (;;) {  // 202: the agent is still compiling (the page says so); ask again
+      while (current()) {  // 202: the agent is still compiling (the page says so); ask again
         const { status, data } = await api("POST", `/api/games/${G.id}/advance`, { ply: G.ply });
+        if (!current()) return;
         render(data);
         if (status !== 202) return;
         await sleep(500);
       }
+      return;
     }
     ply = Math.max(0, Math.min(ply, G.ply));
-    render((await api("GET", `/api/games/${G.id}?ply=${ply}`)).data);
+    const { data } = await api("GET", `/api/games/${G.id}?ply=${ply}`);
+    if (current()) render(data);
   });
 }
 
@@ -308,11 +323,12 @@ function renderAnalysis(a) {
 
 function analyse() {
   if (!G) return showError("Start or load a game first.");
-  return guarded(async () => {
+  return guarded(async (current) => {
     const body = { ply: G.viewing };
     if ($("analyse-analyst").value.trim()) body.analyst = $("analyse-analyst").value.trim();
-    for (;;) {
+    while (current()) {
       const { status, data } = await api("POST", `/api/games/${G.id}/analyse`, body);
+      if (!current()) return;
       if (status === 200) return renderAnalysis(data);
       $("analysis").replaceChildren(el("p", { class: "compiling", id: "analysis-compiling",
         text: `Compiling ${data.compiling} (once; this can take a minute)\u2026` }));
@@ -335,14 +351,16 @@ function downloadRecord() {
 }
 
 function loadRecord(file) {
-  return guarded(async () => {
+  return guarded(async (current) => {
     let record;
     try { record = JSON.parse(await file.text()); } catch (e) { throw new Error(`${file.name} is not JSON: ${e.message}`); }
     stopAutoplay();
-    render((await api("POST", "/api/records", { record })).data);
+    const { data } = await api("POST", "/api/records", { record });
+    if (!current()) return;
+    render(data);
     $("analysis").replaceChildren();
     $("record-status").textContent = `Loaded ${file.name}: ${G.ply} moves; step through it or analyse any position.`;
-  });
+  }, true);
 }
 
 function showPanel(name) {
