@@ -8,8 +8,9 @@ Each round plays ``--games`` fresh games for each pairing of agents below (weak 
 play, as the endgame suite's sources), solves every position of them that the solver can
 solve and that has a real decision (the moves' final margins differ, as in the suite), and trains the network one
 pass over those positions, never seen before: the policy towards the set of moves that keep
-the exact result (the loss is minus the log of the probability the policy gives that set),
-the value towards the exact result. Before training on a round's positions it scores the
+the exact result (the loss is minus the log of the probability the policy gives that set,
+a mean over the positions in which ``--win-weight`` weighs the won ones), the value towards
+the exact result. Before training on a round's positions it scores the
 network on them: a held-out figure on as much fresh data as it likes. After each round it
 scores the project's endgame suite (raw argmax, as ``evaluate.py --endgames``).
 
@@ -54,7 +55,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="games per pairing per round (default %(default)s: about 83,000 positions)")
     parser.add_argument("--learning-rate", type=finite_float(above=0), default=3e-4, help="Adam's (default %(default)s)")
     parser.add_argument("--batch-size", type=int_in_range(1, 1_000_000), default=512)
-    parser.add_argument("--win-weight", type=finite_float(above=0), default=1.0,
+    parser.add_argument("--win-weight", type=finite_float(above=0, maximum=1e6), default=1.0,
                         help="weight of the won positions in the policy loss, the others 1 (default %(default)s)")
     parser.add_argument("--seed", type=seed_arg, default=1)
     parser.add_argument("--out", metavar="DIR", help="write the trained network here (exported format)")

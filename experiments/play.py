@@ -53,7 +53,7 @@ def parse_move(game: Game, text: str, legal_actions: list[int], state,
     if not text:
         return None, "Please type a move number or name (or 'help')."
     if re.fullmatch(r"-?[0-9]+", text):  # ASCII digits only: int() refuses some that isdigit() takes
-        if len(text) <= 3 and 1 <= int(text) <= len(legal_actions):
+        if len(text) <= 9 and 1 <= int(text) <= len(legal_actions):
             return legal_actions[int(text) - 1], None
         shown = text if len(text) <= 12 else text[:12] + "..."
         return None, f"{shown} is not a move number; choose 1 to {len(legal_actions)}."
@@ -127,7 +127,7 @@ def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed:
     except QuitGame:
         print_fn("\nGame abandoned. Goodbye!")
         return None
-    except KeyboardInterrupt:  # Ctrl-C at the prompt or while the opponent thinks: the caller exits 130
+    except KeyboardInterrupt:  # from input_fn or play_game used as a library (the command line's Ctrl-C exits at once)
         print_fn("\nGame abandoned. Goodbye!")
         raise
 
@@ -188,6 +188,7 @@ def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[.
     if args.replay:
         return replay_game(args.replay, print_fn, error_fn)
     from beastybar_jax.training.compilation import enable_compilation_cache
+    from beastybar_jax.training.interrupt import signal_name, when_forced
 
     enable_compilation_cache()  # the opponent's compile is paid once, not at every game
     seed = args.seed if args.seed is not None else secret_deal_seed()
@@ -199,6 +200,9 @@ def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[.
         return 2
     # A random deal's seed is told when the game ends: it gives away every hidden card.
     dealt = f"Deal seed {seed}" if args.seed is not None else "A random deal"
+    if args.seed is None:  # Ctrl-C ends the command at once (see __main__): the line tells the seed too
+        when_forced(lambda signum: f"\ninterrupted by {signal_name(signum)}: game abandoned; the deal's seed was "
+                                   f"{seed}: --seed {seed} deals this game again")
     print_fn(f"{dealt}. Preparing the opponent (the first move compiles, which can take a while)...")
     code = 0
     try:

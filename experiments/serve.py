@@ -15,22 +15,22 @@ import sys
 from beastybar_jax.cli import OneLineParser, finite_float, int_in_range
 
 
-def listening_socket(host: str, port: int):
-    """A TCP socket bound to ``host``:``port`` as uvicorn binds one (IPv6 for a host
-    with a colon, ``SO_REUSEADDR``); raises ``OSError`` (``socket.gaierror`` for a host
-    that does not resolve) where it cannot."""
+def check_listenable(host: str, port: int) -> None:
+    """Raise ``OSError`` (``socket.gaierror`` for a host that does not resolve) where the
+    server could not listen on ``host``:``port``: each address the host resolves to is
+    bound and listened on once, as asyncio will (``SO_REUSEADDR``, IPv6 only on IPv6
+    addresses), then let go. Two servers started at the same moment can still both pass;
+    uvicorn then refuses the second (exit code 3)."""
     import socket
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family=family)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    sock.set_inheritable(True)
-    return sock
+    found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    for family, kind, proto, _, address in dict.fromkeys((f, k, p, None, a) for f, k, p, _, a in found):
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            probe.bind(address)
+            probe.listen(1)
 
 
 def main(argv=None) -> int:
@@ -59,10 +59,9 @@ def main(argv=None) -> int:
     from beastybar_jax.web.app import create_app
     from beastybar_jax.web.engine import AgentUnavailable
 
-    sock = None
     if not args.check:  # before the agents load (seconds): a port in use is told at once
         try:
-            sock = listening_socket(args.host, args.port)
+            check_listenable(args.host, args.port)
         except OSError as e:
             print(f"error: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
             return 2
@@ -79,7 +78,7 @@ def main(argv=None) -> int:
           "Ctrl-C stops)", flush=True)
     # uvicorn answers SIGINT / SIGTERM itself (it stops serving, then hands the signal on);
     # the command's contract then ends it with one line and 130 / 143.
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     signals = active_command()
     if signals is not None and signals.requested:
         signals.acknowledge()

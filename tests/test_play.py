@@ -85,8 +85,9 @@ def test_moves_by_name_and_quit():
 
 @pytest.mark.parametrize("error, exit_code", [(EOFError, 0), (KeyboardInterrupt, 130)])
 def test_end_of_input_and_ctrl_c(error, exit_code):
-    """End of input quits the game (exit 0); Ctrl-C abandons it too, and the command
-    exits as an interrupted one does (130), with no traceback."""
+    """``main`` as a library: end of input quits the game (0); a KeyboardInterrupt from
+    the input function abandons it too, and ``main`` returns 130, with no traceback.
+    (The command line's own Ctrl-C: the subprocess test below.)"""
     def raiser(prompt=""):
         raise error
 
@@ -218,10 +219,12 @@ def test_an_agent_of_another_game_is_a_clear_error():
     assert code == 2 and "plays beastybar only" in out and "minimax" in out
 
 
-def test_ctrl_c_at_the_prompt_ends_the_command_in_one_line():
+@pytest.mark.parametrize("seed", [["--seed", "3"], []])
+def test_ctrl_c_at_the_prompt_ends_the_command_in_one_line(seed):
     """The command line in a subprocess: Ctrl-C at the prompt ends the game at once
-    (nothing to save), one line on standard error, exit code 130. The same handler
-    serves a Ctrl-C during a compile, where a KeyboardInterrupt could be swallowed."""
+    (nothing to save), one line on standard error, exit code 130; a random deal's line
+    tells its seed, as the game's end does. The same handler serves a Ctrl-C during a
+    compile, where a KeyboardInterrupt could be swallowed."""
     import os
     import select
     import signal
@@ -232,7 +235,7 @@ def test_ctrl_c_at_the_prompt_ends_the_command_in_one_line():
     from helpers import tiny_training
 
     process = subprocess.Popen([sys.executable, str(tiny_training.REPO_ROOT / "experiments" / "play.py"),
-                                "--opponent", "random", "--seat", "first", "--seed", "3"],
+                                "--opponent", "random", "--seat", "first", *seed],
                                env=tiny_training.cli_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
     try:
@@ -248,4 +251,9 @@ def test_ctrl_c_at_the_prompt_ends_the_command_in_one_line():
             process.kill()
     err = process.stderr.read().decode()
     assert code == 130, err[-2000:]
-    assert [line for line in err.splitlines() if line.strip()] == ["interrupted by SIGINT: game abandoned"]
+    lines = [line for line in err.splitlines() if line.strip()]
+    if seed:
+        assert lines == ["interrupted by SIGINT: game abandoned"]
+    else:
+        assert len(lines) == 1 and re.fullmatch(r"interrupted by SIGINT: game abandoned; the deal's seed was (\d+): "
+                                                r"--seed \1 deals this game again", lines[0]), lines

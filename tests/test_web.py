@@ -278,6 +278,8 @@ def test_a_full_store_lets_finished_games_go_before_live_ones(client):
     assert len(store) == 3 and store.get(newest)
     with pytest.raises(Exception, match="unknown game"):
         store.get(live[0])  # none finished: the least recently used
+    record = new(finished=True)  # a finished game just added (a loaded record) stays
+    assert len(store) == 3 and store.get(record)
     # The spec a game names is the one that plays it, without the spaces the request had.
     view = client.post("/api/games", json={"game": "tictactoe", "agent": " random ", "seat": "first"}).json()
     assert [p["name"] for p in view["players"]] == ["human", "random"]

@@ -186,6 +186,19 @@ def test_a_new_game_takes_over_while_the_agent_compiles(browser, server, monkeyp
         assert browser.find_elements("css selector", ".cell.playable") and body(browser, "ply") == "0"
         assert by_id(browser, "status").get_attribute("class") != "compiling"
         assert not by_id(browser, "error").is_displayed(), by_id(browser, "error").text
+        # A takeover that fails (an unknown agent) leaves the game on the page going on:
+        # once its agent has compiled, it moves.
+        choose(browser, "play-game", "beastybar")
+        choose(browser, "play-seat", "second")
+        by_id(browser, "play-agent").send_keys("greedy")
+        by_id(browser, "play-start").click()
+        wait(browser, lambda d: by_id(d, "status").get_attribute("class") == "compiling")
+        by_id(browser, "play-agent").clear()
+        by_id(browser, "play-agent").send_keys("no-such-agent")
+        by_id(browser, "play-start").click()
+        wait(browser, lambda d: "no-such-agent" in by_id(d, "error").text)
+        gate.set()
+        wait(browser, lambda d: body(d, "ply") == "1" and d.find_elements("css selector", ".card.playable"))
     finally:
         gate.set()
 

@@ -151,8 +151,9 @@ class Session:
 
 class GameStore:
     """Sessions by id. Idle sessions expire after ``ttl_seconds``; beyond ``max_games``
-    finished games go first (the least recently used of them), then the least recently
-    used of the rest, so memory stays bounded."""
+    finished games go first (the least recently used of them; never the game being
+    added, a loaded record say), then the least recently used of the rest, so memory
+    stays bounded."""
 
     def __init__(self, ttl_seconds: float = 3600.0, max_games: int = 500):
         if ttl_seconds <= 0 or max_games < 1:
@@ -172,7 +173,8 @@ class GameStore:
             self._expire()
             self._sessions[session.id] = session
             while len(self._sessions) > self.max_games:  # finished games first, then the least recently used
-                finished = next((key for key, kept in self._sessions.items() if kept.finished), None)
+                finished = next((key for key, kept in self._sessions.items()
+                                 if kept.finished and key != session.id), None)  # never the one just added
                 if finished is None:
                     self._sessions.popitem(last=False)
                 else:

@@ -191,7 +191,7 @@ function render(view) {
 
 // One request that changes the game at a time: a click meanwhile is dropped, but a new
 // game or a loaded record takes over (``takeOver``): the request in flight, an agent's
-// compile polled for a minute included, then ends without drawing its answer.
+// compile polled for a minute included, then ends without drawing its answer or error.
 async function guarded(fn, takeOver = false) {
   if (busy && !takeOver) return;
   const token = {};
@@ -200,6 +200,16 @@ async function guarded(fn, takeOver = false) {
   try { showError(""); await fn(current); } catch (e) {
     if (current()) { showError(e.message); stopAutoplay(); }
   } finally { if (current()) busy = null; }
+}
+
+// A new game or a loaded record takes over; where it fails (a bad spec, a 503, a broken
+// record), the game on the page goes on: its agent, if the page waited on it, is asked again.
+async function takeOver(fn) {
+  await guarded(fn, true);
+  if (!busy && G && G.mode === "play" && !G.finished && G.waiting_for === "agent") {
+    const failure = $("error").textContent;  // kept in view while the old game goes on
+    await guarded(async (current) => { showError(failure); await agentMoves(current); });
+  }
 }
 
 async function agentMoves(current) {
@@ -237,13 +247,13 @@ function newGame(mode) {
       body.agents = [a || fallback, b || fallback];
     }
   }
-  $("analysis").replaceChildren();
-  return guarded(async (current) => {
+  return takeOver(async (current) => {
     const { data } = await api("POST", "/api/games", body);
     if (!current()) return;
+    $("analysis").replaceChildren();
     render(data);
     await agentMoves(current);
-  }, true);
+  });
 }
 
 async function stepTo(ply) {
@@ -350,17 +360,17 @@ function downloadRecord() {
   });
 }
 
-function loadRecord(file) {
-  return guarded(async (current) => {
-    let record;
-    try { record = JSON.parse(await file.text()); } catch (e) { throw new Error(`${file.name} is not JSON: ${e.message}`); }
-    stopAutoplay();
+async function loadRecord(file) {
+  let record;
+  try { record = JSON.parse(await file.text()); } catch (e) { return showError(`${file.name} is not JSON: ${e.message}`); }
+  return takeOver(async (current) => {
     const { data } = await api("POST", "/api/records", { record });
     if (!current()) return;
+    stopAutoplay();
     render(data);
     $("analysis").replaceChildren();
     $("record-status").textContent = `Loaded ${file.name}: ${G.ply} moves; step through it or analyse any position.`;
-  }, true);
+  });
 }
 
 function showPanel(name) {
