@@ -198,29 +198,28 @@ def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[.
     except ValueError as e:  # unknown names, bad options, unreadable checkpoints, wrong game
         error_fn(f"error: {e}")
         return 2
-    # A random deal's seed is told when the game ends: it gives away every hidden card.
+    # A random deal's seed is told when the game ends, Ctrl-C included (the command line's
+    # line, see __main__): it gives away every hidden card.
     dealt = f"Deal seed {seed}" if args.seed is not None else "A random deal"
-    if args.seed is None:  # Ctrl-C ends the command at once (see __main__): the line tells the seed too
-        when_forced(lambda signum: f"\ninterrupted by {signal_name(signum)}: game abandoned; the deal's seed was "
-                                   f"{seed}: --seed {seed} deals this game again")
+    told = f"the deal's seed was {seed}: --seed {seed} deals this game again" if args.seed is None else ""
+    when_forced(lambda signum: f"\ninterrupted by {signal_name(signum)}: game abandoned" + (told and f"; {told}"))
     print_fn(f"{dealt}. Preparing the opponent (the first move compiles, which can take a while)...")
     code = 0
     try:
         play_game(opponent, game=game, seat=args.seat, seed=seed, input_fn=input_fn, print_fn=print_fn)
     except KeyboardInterrupt:
         code = INTERRUPTED
-    if args.seed is None:
-        print_fn(f"The deal's seed was {seed}: --seed {seed} deals this game again.")
+    if told:
+        print_fn(f"{told[0].upper()}{told[1:]}.")
     return code
 
 
 if __name__ == "__main__":
-    from beastybar_jax.training.interrupt import CommandSignals, exit_command, signal_name
+    from beastybar_jax.training.interrupt import CommandSignals, exit_command
 
     # Nothing to save: Ctrl-C (or SIGTERM) at any moment, at the prompt or in the middle of
     # a compile (where a KeyboardInterrupt can be swallowed by a JAX callback), ends the
-    # game at once with one line and 130 (143).
-    with CommandSignals(grace_seconds=0) as signals:
-        signals.when_forced(lambda signum: f"\ninterrupted by {signal_name(signum)}: game abandoned")
+    # game at once with one line (main's) and 130 (143).
+    with CommandSignals(grace_seconds=0):
         exit_code = main()
     exit_command(exit_code)

@@ -24,7 +24,7 @@ def check_listenable(host: str, port: int) -> None:
     import socket
 
     found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    for family, kind, proto, _, address in dict.fromkeys((f, k, p, None, a) for f, k, p, _, a in found):
+    for family, kind, proto, _, address in dict.fromkeys(found):  # each address once
         with socket.socket(family, kind, proto) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:

@@ -172,13 +172,10 @@ class GameStore:
         with self._lock:
             self._expire()
             self._sessions[session.id] = session
-            while len(self._sessions) > self.max_games:  # finished games first, then the least recently used
-                finished = next((key for key, kept in self._sessions.items()
-                                 if kept.finished and key != session.id), None)  # never the one just added
-                if finished is None:
-                    self._sessions.popitem(last=False)
-                else:
-                    del self._sessions[finished]
+            while len(self._sessions) > self.max_games:  # finished games first (never the one just added)
+                oldest = next(iter(self._sessions))
+                del self._sessions[next((key for key, kept in self._sessions.items()
+                                         if kept.finished and key != session.id), oldest)]
         return session
 
     def get(self, game_id: str) -> Session:

@@ -212,14 +212,19 @@ async function takeOver(fn) {
   }
 }
 
-async function agentMoves(current) {
-  // The agent replies; while it compiles the server answers 202 and the page says so.
-  while (current() && G && !G.finished && G.waiting_for === "agent" && G.mode === "play") {
+async function advance(current, pause) {
+  // One move of the agent; while it compiles the server answers 202 (the page says so): ask again.
+  while (current()) {
     const { status, data } = await api("POST", `/api/games/${G.id}/advance`, { ply: G.ply });
     if (!current()) return;
     render(data);
-    if (status === 202) await sleep(1000);
+    if (status !== 202) return;
+    await sleep(pause);
   }
+}
+
+async function agentMoves(current) {
+  while (current() && G && !G.finished && G.waiting_for === "agent" && G.mode === "play") await advance(current, 1000);
 }
 
 function play(action) {
@@ -259,16 +264,7 @@ function newGame(mode) {
 async function stepTo(ply) {
   if (!G) return;
   await guarded(async (current) => {
-    if (ply > G.ply && !G.finished && G.waiting_for === "agent") {
-      while (current()) {  // 202: the agent is still compiling (the page says so); ask again
-        const { status, data } = await api("POST", `/api/games/${G.id}/advance`, { ply: G.ply });
-        if (!current()) return;
-        render(data);
-        if (status !== 202) return;
-        await sleep(500);
-      }
-      return;
-    }
+    if (ply > G.ply && !G.finished && G.waiting_for === "agent") return advance(current, 500);
     ply = Math.max(0, Math.min(ply, G.ply));
     const { data } = await api("GET", `/api/games/${G.id}?ply=${ply}`);
     if (current()) render(data);
