@@ -2,7 +2,7 @@
 
 Usage::
 
-    python experiments/acceptance.py --out DIR [--scale full|tiny] [--parts a,b,...] [--jobs N]
+    python experiments/acceptance.py --out DIR [--scale full|tiny] [--parts a,b,...] [--jobs N] [--commit ID]
     python experiments/acceptance.py --table DIR/report.json     # the Markdown table for the docs
 
 On whatever devices JAX sees, the parts below run one after another (``--jobs N``: N at a
@@ -529,9 +529,11 @@ def table(report: dict) -> str:
 
 
 def git_commit() -> str:
+    """The checkout's commit, ``-dirty`` where its tracked files differ from it (as on a
+    machine that was sent the working tree and an older copy of the git metadata)."""
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              timeout=10).stdout.strip() or "unknown"
+        return subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], cwd=REPO,
+                              capture_output=True, text=True, timeout=10).stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -545,6 +547,8 @@ def parse_args(argv) -> argparse.Namespace:
     parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated subset of: " + ", ".join(PARTS))
     parser.add_argument("--jobs", type=int, default=1,
                         help="parts at a time (default 1: only then are timed figures comparable)")
+    parser.add_argument("--commit", help="the commit to name in the report (default: the checkout's, from git; "
+                                         "give it where the code was copied without its git history)")
     parser.add_argument("--table", metavar="REPORT_JSON", help="print the figures of a report as a Markdown table")
     parser.add_argument("--run-part", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -588,7 +592,7 @@ def main(argv=None) -> int:
     except OSError as e:
         print(f"error: --out {out} cannot be written: {e.strerror or e}", file=sys.stderr)
         return 2
-    report = dict(scale=args.scale, commit=git_commit(), command=" ".join(["python", "experiments/acceptance.py",
+    report = dict(scale=args.scale, commit=args.commit or git_commit(), command=" ".join(["python", "experiments/acceptance.py",
                                                                            *(argv if argv is not None else sys.argv[1:])]),
                   machine=machine(), parts=[])
     started = time.perf_counter()

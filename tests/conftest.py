@@ -8,15 +8,24 @@ compilation cache in a fresh directory (removed at the end), or in
 CI leaves it unset so its timings stay honest). ``JAX_COMPILATION_CACHE_DIR`` is
 exported too, so the command lines the tests start (``experiments/train.py`` in a
 subprocess, the notebook's kernel) load what an earlier test compiled. An explicit
-``JAX_COMPILATION_CACHE_DIR`` is kept as it is. Each pytest-xdist worker (which
-inherits the controller's environment) and the command lines it starts use a
-subdirectory of their own: JAX writes an entry in place, so a worker could otherwise
-read one that the other is still writing.
+``JAX_COMPILATION_CACHE_DIR`` is kept as it is. The pytest-xdist workers (which inherit
+the controller's environment) and the command lines they start share the directory, so
+a function one worker compiled is loaded by the other. JAX writes an entry in place;
+with a size limit set (``jax_compilation_cache_max_size``, exported too) it takes a file
+lock (the ``filelock`` package, a dev extra) around every read and write, so no process
+reads an entry that another is still writing. Without ``filelock`` each worker keeps a
+subdirectory of its own instead.
 
 **One GPU, several processes.** The tests run in two worker processes (pytest-xdist,
 whole files to a worker) and start command lines of their own; on a GPU each would take
 75% of its memory by default, so ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` is set (and
 exported) unless already set, before the first JAX array is made.
+
+**Longest files first.** pytest-xdist hands whole files to the two workers in collection
+order, one when a worker runs low; a long file handed out last keeps one worker busy
+while the other idles. The files that take longest (``LONGEST_FILES``, from the summary
+below) are collected first, the rest in their usual order. The order changes nothing
+but the time.
 
 **Time per file.** The terminal summary lists the seconds spent in each test file
 (setup, call and teardown of its tests) with the load average at the start and at
@@ -45,6 +54,7 @@ CORPUS = REPO_ROOT / "tests" / "data" / "reference_random_games.jsonl.gz"
 
 
 _SESSION: dict = {}
+CACHE_MAX_BYTES = 1 << 34  # a limit only to turn on the cache's locks: no run comes near it
 
 
 def pytest_configure(config):
@@ -56,14 +66,30 @@ def pytest_configure(config):
     else:
         cache = tempfile.mkdtemp(prefix="beastybar_test_jax_cache_")
         _SESSION["remove_cache"] = cache
-    worker = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", ... in pytest-xdist's workers
-    if worker:
-        # JAX writes cache entries in place: a worker could read one the other is writing.
-        cache = os.path.join(cache, worker)
-        os.makedirs(cache, exist_ok=True)
+    try:
+        import filelock  # noqa: F401  (what JAX locks its cache entries with)
+    except ImportError:
+        worker = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", ... in pytest-xdist's workers
+        if worker:
+            cache = os.path.join(cache, worker)
+            os.makedirs(cache, exist_ok=True)
+    else:
+        os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(CACHE_MAX_BYTES)
+        jax.config.update("jax_compilation_cache_max_size", CACHE_MAX_BYTES)
     os.environ["JAX_COMPILATION_CACHE_DIR"] = cache
     jax.config.update("jax_compilation_cache_dir", cache)
     _SESSION.update(cache=cache, start=time.time(), load_start=_load(), per_file=collections.Counter())
+
+
+# About a minute or more each with two workers on two cores (2026-11-27), longest first.
+LONGEST_FILES = ("test_afterstates.py", "test_docs.py", "test_distributed.py", "test_arena.py", "test_acceptance.py",
+                 "test_champion.py", "test_reliability.py", "test_web.py", "test_agents.py", "test_ppo.py",
+                 "test_endgame.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
 def pytest_unconfigure(config):

@@ -30,7 +30,7 @@ def acceptance(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess
 def tiny_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("acceptance")
     # Two parts at a time: the figures only have to exist here, not to be comparable.
-    proc = acceptance("--out", str(out), "--scale", "tiny", "--jobs", "2")
+    proc = acceptance("--out", str(out), "--scale", "tiny", "--jobs", "2", "--commit", "0123abc")
     with open(out / "report.json") as f:
         return proc, out, json.load(f)
 
@@ -57,6 +57,7 @@ def test_tiny_scale_runs_every_part_and_reports_each_figure(tiny_report):
         assert all(0.0 <= x <= 1.0 for x in shares) and sum(shares) <= 1.0 + 1e-6
     assert "tests collected" in figures["gpu_tests"]["value"]
     assert report["machine"]["backend"] and report["machine"]["date"]
+    assert report["commit"] == "0123abc"  # as given (--commit)
     # report.md and --table show the same figures as report.json.
     markdown = (out / "report.md").read_text()
     table = acceptance("--table", str(out / "report.json"), timeout=120)
@@ -70,6 +71,26 @@ def load_script(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_a_report_names_the_checkouts_commit_and_whether_its_files_differ(tmp_path, monkeypatch):
+    """Without ``--commit`` the report names the checkout's commit, ``-dirty`` where a
+    tracked file differs from it: a GPU machine sent the working tree with older git
+    metadata once reported the older commit as if it had measured it."""
+    module = load_script("acceptance")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    subprocess.run(git + ["init", "-q"], check=True)
+    (tmp_path / "code.py").write_text("x = 1\n")
+    subprocess.run(git + ["add", "code.py"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "first"], check=True)
+    head = subprocess.run(git + ["rev-parse", "--short=7", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    monkeypatch.setattr(module, "REPO", str(tmp_path))
+    assert module.git_commit() == head
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert module.git_commit() == f"{head}-dirty"
+    monkeypatch.setattr(module, "REPO", str(tmp_path / "nowhere"))
+    assert module.git_commit() == "unknown"
 
 
 def test_the_full_scale_strength_part_asks_evaluate_for_what_it_accepts(tmp_path, monkeypatch):

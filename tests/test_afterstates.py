@@ -24,9 +24,25 @@ from beastybar_jax.network import NetworkConfig, init_params, make_network
 # for every move, reply and answer, networks over them) are large and run a few times.
 jit = functools.partial(jax.jit, compiler_options=FAST_COMPILE)
 from_observation = jit(lambda s: AF.afterstate_features(game.observe(s, s.current_player)))
-# The answer slots of a batch (32 observations in every test that calls it: one compilation).
-answers_of = jit(jax.vmap(AF.legal_answers))
 from_state = jit(lambda s: AF.from_state(s, s.current_player))
+# One observation's slots (the hand-built positions), and a batch's: every test calls
+# these through ``batched``, so each compiles once for the module.
+afterstates_one, replies_one, answers_one = (jit(f) for f in (AF.legal_afterstates, AF.legal_replies,
+                                                              AF.legal_answers))
+afterstates_of, replies_of, answers_of = (jit(jax.vmap(f)) for f in (AF.legal_afterstates, AF.legal_replies,
+                                                                     AF.legal_answers))
+observe_all = jit(jax.vmap(lambda s: game.observe(s, s.current_player)))
+legal_of = jit(jax.vmap(game.legal_action_mask))
+
+
+def batched(fn, observations, size=128):
+    """``fn`` (a jitted, vmapped function) on ``observations`` ``[N, O]``, ``size`` at a
+    time, the last batch padded: one compilation whatever ``N`` is. NumPy outputs."""
+    observations = np.asarray(observations)
+    n = len(observations)
+    padded = np.concatenate([observations, np.repeat(observations[:1], -n % size, axis=0)])
+    outputs = [jax.device_get(fn(padded[i:i + size])) for i in range(0, len(padded), size)]
+    return jax.tree.map(lambda *x: np.concatenate(x)[:n], *outputs)
 
 
 def row(queue=(), bar_mine=(), bar_theirs=(), out_mine=(), out_theirs=(), ends=0.0, outcome=0.0):
@@ -67,14 +83,14 @@ def test_afterstate_features_of_a_hand_built_position():
     np.testing.assert_array_equal(np.asarray(from_observation(state)), expected)
     np.testing.assert_array_equal(np.asarray(from_state(state)), expected)
     # What the network reads: the legal moves' rows only, in id order, then unused rows.
-    rows, actions = jit(AF.legal_afterstates)(game.observe(state, 1))
+    rows, actions = afterstates_one(game.observe(state, 1))
     legal = [act("parrot", param=t) for t in range(4)] + [act("monkey")]
     assert rows.shape == (AF.MAX_LEGAL_ACTIONS, AF.AFTERSTATE_SIZE)
     np.testing.assert_array_equal(np.asarray(actions), legal + [game.NUM_ACTIONS] * (AF.MAX_LEGAL_ACTIONS - 5))
     np.testing.assert_array_equal(np.asarray(rows[:5]), expected[legal])
     assert not np.asarray(rows[5:]).any()
     # The opponent, not to move, sees no legal move.
-    _, not_to_move = jit(AF.legal_afterstates)(game.observe(state, 0))
+    _, not_to_move = afterstates_one(game.observe(state, 0))
     assert (np.asarray(not_to_move) == game.NUM_ACTIONS).all()
 
 
@@ -109,16 +125,23 @@ def test_the_most_legal_moves_a_position_can_have_all_get_a_row():
                      hands=(("parrot", "kangaroo", "chameleon", "skunk"), ()), mover=0)
     legal = np.flatnonzero(np.asarray(game.legal_action_mask(state)))
     assert len(legal) == AF.MAX_LEGAL_ACTIONS
-    rows, actions = jit(AF.legal_afterstates)(game.observe(state, 0))
+    rows, actions = afterstates_one(game.observe(state, 0))
     np.testing.assert_array_equal(np.asarray(actions), legal)
     assert (np.asarray(rows[:, 0]) == 1).all()
 
 
 @pytest.fixture(scope="module")
 def played():
-    """Every position of 64 random games (finished ones included)."""
+    """Every position of 64 random games (finished ones included), turn after turn:
+    ``[24 * 64]``."""
     before, _, _ = random_playout(64)(jax.random.key(7))
     return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), before)
+
+
+@pytest.fixture(scope="module")
+def observations(played):
+    """The mover's observation of each position of ``played``: ``[24 * 64, O]``."""
+    return np.asarray(observe_all(played))
 
 
 @pytest.mark.slow
@@ -128,11 +151,11 @@ def test_afterstates_use_only_what_the_mover_knows(played):
     truth = jax.vmap(from_state)(played)
     seen = jax.vmap(from_observation)(played)
     np.testing.assert_array_equal(np.asarray(seen), np.asarray(truth))
-    worlds = jax.vmap(game.sample_world)(played, played.current_player,
-                                         jax.random.split(jax.random.key(8), played.turn.shape[0]))
+    worlds = jit(jax.vmap(game.sample_world))(played, played.current_player,
+                                              jax.random.split(jax.random.key(8), played.turn.shape[0]))
     np.testing.assert_array_equal(np.asarray(jax.vmap(from_state)(worlds)), np.asarray(truth))
     live = ~np.asarray(played.terminated)
-    legal = np.asarray(jax.vmap(game.legal_action_mask)(played))
+    legal = np.asarray(legal_of(played))
     np.testing.assert_array_equal(np.asarray(truth)[..., 0], legal.astype(np.float32))
     assert np.asarray(truth)[live][..., 107].any()  # some moves end the game
 
@@ -167,7 +190,7 @@ def test_a_network_with_afterstates_scores_moves_by_them():
 
 
 @pytest.mark.slow
-def test_move_logits_are_the_move_scorer_on_every_action(played):
+def test_move_logits_are_the_move_scorer_on_every_action(observations):
     """The network scores only the legal moves' rows; every action's logit must still be
     what the per-move MLP gives its row of the full table (all zero for an illegal
     move), and the value must see the max of its hidden units over the legal moves,
@@ -176,7 +199,7 @@ def test_move_logits_are_the_move_scorer_on_every_action(played):
     beastybar = get_game("beastybar")
     network = make_network(NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8), beastybar)
     params = init_params(network, jax.random.key(3), beastybar.observation_size)
-    observation = jax.vmap(game.observe)(played, played.current_player)[:300]
+    observation = observations[:300]
     p = params["params"]["afterstates"]
     dense = lambda x, name: x @ p[name]["kernel"] + p[name].get("bias", 0.0)  # noqa: E731
     # The torso's features: the network's own, read back through flax's intermediates.
@@ -204,18 +227,18 @@ def test_move_logits_are_the_move_scorer_on_every_action(played):
         np.testing.assert_allclose(np.asarray(out.value), np.asarray(value), rtol=0, atol=1e-5)
 
 
-def test_a_batch_of_afterstates_as_one_list(played):
+def test_a_batch_of_afterstates_as_one_list(observations):
     """``compact_afterstates`` lists the legal moves of a whole batch, observation after
     observation, each with the row ``legal_afterstates`` gives it, and the replies to
     them, move after move, each with the row ``legal_replies`` gives it; ``complete``
     tells whether the lists had room for all of them."""
-    observations = jax.vmap(game.observe)(played, played.current_player)[-200:]  # the last turns: replies
-    slot_rows, slot_actions = map(np.asarray, jit(jax.vmap(AF.legal_afterstates))(observations))
+    observations = observations[20 * 64:22 * 64]  # turns 20 and 21: replies
+    slot_rows, slot_actions = batched(afterstates_of, observations)
     owner, slot = np.nonzero(slot_actions < game.NUM_ACTIONS)  # row-major: by observation, then action
     total = len(owner)
-    capacity, (reply_capacity, _), _ = AF.afterstate_capacity(200)
-    assert 0 < total < capacity < AF.MAX_LEGAL_ACTIONS * 200
-    reply_slot_rows, reply_slot_actions = map(np.asarray, jit(jax.vmap(AF.legal_replies))(observations))
+    capacity, (reply_capacity, _), _ = AF.afterstate_capacity(128)
+    assert 0 < total < capacity < AF.MAX_LEGAL_ACTIONS * 128
+    reply_slot_rows, reply_slot_actions = batched(replies_of, observations)
     replied = reply_slot_actions[owner, slot]  # [total, 15] the replies to each listed move
     reply_owner, reply_slot = np.nonzero(replied < game.NUM_ACTIONS)
     replies = len(reply_owner)
@@ -228,7 +251,7 @@ def test_a_batch_of_afterstates_as_one_list(played):
         np.testing.assert_array_equal(lists.owners[:kept], owner[:kept])
         np.testing.assert_array_equal(lists.actions[:kept], slot_actions[owner, slot][:kept])
         np.testing.assert_array_equal(lists.rows[:kept], slot_rows[owner, slot][:kept])
-        assert (lists.owners[kept:] == 200).all() and (lists.actions[kept:] == game.NUM_ACTIONS).all()
+        assert (lists.owners[kept:] == 128).all() and (lists.actions[kept:] == game.NUM_ACTIONS).all()
         assert not lists.rows[kept:].any()
         assert lists.reply_rows.shape == (reply_size, AF.AFTERSTATE_SIZE)
         if size < total:
@@ -251,9 +274,9 @@ def test_replies_of_a_hand_built_position():
     left in the opponent's deck, to anything: their hand is not known."""
     state = position(queue=[(1, "zebra")], hands=(("seal", "skunk"), ("lion", "parrot")), mover=0, turn=20)
     observation = game.observe(state, 0)
-    rows, actions = map(np.asarray, jit(AF.legal_replies)(observation))
+    rows, actions = map(np.asarray, replies_one(observation))
     assert rows.shape == (AF.MAX_LEGAL_ACTIONS, AF.MAX_LEGAL_ACTIONS, AF.AFTERSTATE_SIZE)
-    moves = list(np.asarray(jit(AF.legal_afterstates)(observation)[1]))
+    moves = list(np.asarray(afterstates_one(observation)[1]))
     seal = moves.index(act("seal"))
     expected = {
         act("lion"): row(queue=[(False, "lion"), (True, "seal"), (False, "zebra")]),
@@ -270,17 +293,16 @@ def test_replies_of_a_hand_built_position():
     assert (actions[others] == game.NUM_ACTIONS).all() and not rows[others].any()
     hidden = position(queue=[(1, "zebra")], hands=(("seal", "skunk"), ("lion", "parrot")), decks=((), ("hippo",)),
                       mover=0, turn=20)
-    _, unknown = jit(AF.legal_replies)(game.observe(hidden, 0))
+    _, unknown = replies_one(game.observe(hidden, 0))
     assert (np.asarray(unknown) == game.NUM_ACTIONS).all()
 
 
 @pytest.mark.slow
-def test_replies_use_only_what_the_mover_knows(played):
+def test_replies_use_only_what_the_mover_knows(played, observations):
     """From the mover's observation, the replies equal those computed on the true state
     (the real hands and decks): for each legal move, every legal reply of the opponent,
     where the opponent's deck is empty; and none elsewhere."""
-    observations = jax.vmap(game.observe)(played, played.current_player)
-    rows, actions = jit(jax.vmap(AF.legal_replies))(observations)
+    rows, actions = batched(replies_of, observations)
 
     def true_replies(state):
         moves = AF.legal_actions(game.legal_action_mask(state))
@@ -288,7 +310,7 @@ def test_replies_use_only_what_the_mover_knows(played):
         return jax.vmap(AF.legal_rows, in_axes=(0, None))(after, state.current_player)
 
     truth_rows, truth_actions = jit(jax.vmap(true_replies))(played)
-    moves = np.asarray(jax.vmap(AF.legal_actions)(jax.vmap(game.legal_action_mask)(played)))
+    moves = np.asarray(jit(jax.vmap(AF.legal_actions))(legal_of(played)))
     opponent_deck = np.asarray(played.deck_sizes)[np.arange(len(moves)), 1 - np.asarray(played.current_player)]
     known = (opponent_deck == 0)[:, None, None] & (moves < game.NUM_ACTIONS)[:, :, None]
     truth_actions = np.where(known, np.asarray(truth_actions), game.NUM_ACTIONS)
@@ -308,10 +330,10 @@ def test_answers_of_a_hand_built_position():
     player 0's own deck their next hand is not known: replies, but no answers."""
     state = position(queue=[(1, "zebra")], hands=(("seal", "skunk"), ("lion", "parrot")), mover=0, turn=20)
     observation = game.observe(state, 0)
-    rows, actions = map(np.asarray, jit(AF.legal_answers)(observation))
+    rows, actions = map(np.asarray, answers_one(observation))
     assert rows.shape == (AF.MAX_LEGAL_ACTIONS,) * 3 + (AF.AFTERSTATE_SIZE,)
-    moves = list(np.asarray(jit(AF.legal_afterstates)(observation)[1]))
-    replies = list(np.asarray(jit(AF.legal_replies)(observation)[1])[moves.index(act("seal"))])
+    moves = list(np.asarray(afterstates_one(observation)[1]))
+    replies = list(np.asarray(replies_one(observation)[1])[moves.index(act("seal"))])
     seal, lion = moves.index(act("seal")), replies.index(act("lion"))
     unused = [game.NUM_ACTIONS] * (AF.MAX_LEGAL_ACTIONS - 1)
     np.testing.assert_array_equal(actions[seal, lion], [act("skunk")] + unused)
@@ -323,24 +345,23 @@ def test_answers_of_a_hand_built_position():
     own_deck = position(queue=[(1, "zebra")], hands=(("seal", "skunk"), ("lion", "parrot")), decks=(("hippo",), ()),
                         mover=0, turn=20)
     observation = game.observe(own_deck, 0)
-    assert (np.asarray(jit(AF.legal_replies)(observation)[1]) < game.NUM_ACTIONS).any()
-    assert (np.asarray(jit(AF.legal_answers)(observation)[1]) == game.NUM_ACTIONS).all()
+    assert (np.asarray(replies_one(observation)[1]) < game.NUM_ACTIONS).any()
+    assert (np.asarray(answers_one(observation)[1]) == game.NUM_ACTIONS).all()
 
 
 @pytest.mark.slow
-def test_answers_use_only_what_the_mover_knows(played):
+def test_answers_use_only_what_the_mover_knows(played, observations):
     """From the mover's observation, the answers equal those computed on the true state
     (the real hands and decks): for each legal move and each legal reply to it, every
     legal answer of the mover, where both decks are empty; and none elsewhere. The
     batch's lists (``compact_afterstates``) hold the same rows, reply after reply."""
-    # Turns 15, 17, 19 and 20 of 32 games: the decks run out at 15-16 (turn 15: replies, no
+    # Turns 15, 17, 19 and 20 of 16 games: the decks run out at 15-16 (turn 15: replies, no
     # answers), and from turn 20 on some replies end the game.
-    games = played.turn.shape[0] // 24
-    index = (np.array([15, 17, 19, 20])[:, None] * games + np.arange(32)).reshape(-1)
+    games, per_turn = played.turn.shape[0] // 24, 16
+    index = (np.array([15, 17, 19, 20])[:, None] * games + np.arange(per_turn)).reshape(-1)
     late = jax.tree.map(lambda x: x[index], played)
-    observations = jax.vmap(game.observe)(late, late.current_player)
-    rows, actions = (np.concatenate(x) for x in zip(*(map(np.asarray, answers_of(observations[i:i + 32]))
-                                                      for i in range(0, len(index), 32))))
+    observations = observations[index]
+    rows, actions = batched(answers_of, observations, size=32)
 
     def true_answers(state):
         moves = AF.legal_actions(game.legal_action_mask(state))
@@ -351,7 +372,7 @@ def test_answers_use_only_what_the_mover_knows(played):
         return jax.vmap(jax.vmap(AF.legal_rows, in_axes=(0, None)), in_axes=(0, None))(replied, state.current_player)
 
     truth_rows, truth_actions = jit(jax.vmap(true_answers))(late)
-    _, reply_actions = jit(jax.vmap(AF.legal_replies))(observations)
+    _, reply_actions = batched(replies_of, observations)
     decks = np.asarray(late.deck_sizes)
     known = ((decks == 0).all(axis=1)[:, None, None] & (np.asarray(reply_actions) < game.NUM_ACTIONS))[..., None]
     truth_actions = np.where(known, np.asarray(truth_actions), game.NUM_ACTIONS)
@@ -360,7 +381,7 @@ def test_answers_use_only_what_the_mover_knows(played):
     answered = (truth_actions < game.NUM_ACTIONS).any(-1)
     assert answered.sum() > 100 and (known[..., 0] & ~answered).any()  # some replies end the game
     # The lists of turns 17 and 19: the answers in the order of their replies.
-    pick = slice(32, 3 * 32)
+    pick = slice(per_turn, 3 * per_turn)
     num = pick.stop - pick.start
     slot_actions = actions[pick]
     reply_capacity = 15 * 15 * num
@@ -379,11 +400,11 @@ def test_answers_use_only_what_the_mover_knows(played):
     assert (lists.answer_owners[listed:] == reply_capacity).all() and not lists.answer_rows[listed:].any()
 
 
-def scorer_by_hand(played, config, capacity, key, seed):
+def scorer_by_hand(observations, config, capacity, key, seed):
     """What the by-hand scorer tests share: a Beasty Bar network of ``config`` with list
     ``capacity`` (``Game.afterstate_capacity``), its parameters (the zero-initialised links
     between plies, ``reply_to_move`` and ``answer_to_reply``, drawn at random so they
-    matter), ``played``'s observations by turn ``[24, games, F]``, the network's jitted
+    matter), ``observations`` by turn ``[24, games, F]``, the network's jitted
     apply capturing the torso's output, and ``dense(x, name)`` with a layer's parameters."""
     beastybar = get_game("beastybar")
     network = make_network(config, beastybar._replace(afterstate_capacity=capacity))
@@ -392,8 +413,7 @@ def scorer_by_hand(played, config, capacity, key, seed):
     rng = np.random.default_rng(seed)  # they start at zero (a network with more plies starts as one with fewer)
     for name in ("reply_to_move", "answer_to_reply")[:1 + config.answers]:
         p[name]["kernel"] = rng.normal(size=p[name]["kernel"].shape)
-    games = played.turn.shape[0] // 24
-    observations = jax.vmap(game.observe)(played, played.current_player).reshape(24, games, -1)
+    observations = observations.reshape(24, len(observations) // 24, -1)
 
     @jit
     def apply(observation):
@@ -429,7 +449,7 @@ def assert_move_scorer_outputs(out, params, features, moves, second):
 
 
 @pytest.mark.slow
-def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(played):
+def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(observations):
     """With ``network.replies`` each move's second layer also reads the min and max over
     the opponent's replies of the per-reply MLP's units (and a flag), written out here
     with the parameters by hand from the slots of ``legal_afterstates`` and
@@ -438,15 +458,15 @@ def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(played):
     the slots. Three batches of 128 observations take each way: turns 5-6 (no replies),
     20-21 (about 3 an observation) and 15-16 (about 23)."""
     params, p, observations, apply, dense = scorer_by_hand(
-        played, NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8, replies=True),
+        observations, NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8, replies=True),
         lambda n: (6 * n, (2 * n, 16 * n)), key=4, seed=5)
     replies_seen = []
     for first_turn in (5, 20, 15):
         observation = observations[first_turn:first_turn + 2].reshape(-1, observations.shape[-1])
         out, inter = apply(observation)
         features = np.asarray(inter["intermediates"]["MLPTorso_0"]["__call__"][0])
-        rows, moves = map(np.asarray, jit(jax.vmap(AF.legal_afterstates))(observation))  # [N, K, F], [N, K]
-        reply_rows, replies = map(np.asarray, jit(jax.vmap(AF.legal_replies))(observation))  # [N, K, R, F]
+        rows, moves = batched(afterstates_of, observation)  # [N, K, F], [N, K]
+        reply_rows, replies = batched(replies_of, observation)  # [N, K, R, F]
         replies_seen.append((replies < game.NUM_ACTIONS).sum() / len(observation))
         first = np.maximum(dense(rows, "afterstate_in") + (features @ p["context_in"]["kernel"])[:, None], 0)
         units = np.maximum(dense(np.maximum(dense(reply_rows, "reply_in")
@@ -461,7 +481,7 @@ def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(played):
 
 
 @pytest.mark.slow
-def test_move_logits_with_answers_are_the_three_ply_scorer_by_hand(played):
+def test_move_logits_with_answers_are_the_three_ply_scorer_by_hand(observations):
     """With ``network.answers`` each reply's second layer also reads the min and max over
     the mover's answers of the per-answer MLP's units (and a flag): written out here
     with the parameters by hand from the slots of ``legal_afterstates``,
@@ -469,7 +489,7 @@ def test_move_logits_with_answers_are_the_three_ply_scorer_by_hand(played):
     logits and value whichever of them has room: the lists (turn 5, none; turn 20, a few)
     or the slots (turn 16, about 90 answers an observation); 32 observations each."""
     params, p, observations, apply, dense = scorer_by_hand(
-        played, NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8, replies=True, answers=True),
+        observations, NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8, replies=True, answers=True),
         lambda n: (6 * n, (4 * n,), ((16 * n, 40 * n),)), key=6, seed=7)
     relu = lambda x: np.maximum(x, 0.0)  # noqa: E731
 
@@ -483,9 +503,9 @@ def test_move_logits_with_answers_are_the_three_ply_scorer_by_hand(played):
         observation = observations[turn, :32]
         out, inter = apply(observation)
         features = np.asarray(inter["intermediates"]["MLPTorso_0"]["__call__"][0])
-        rows, moves = map(np.asarray, jit(jax.vmap(AF.legal_afterstates))(observation))  # [N, K, F]
-        reply_rows, replies = map(np.asarray, jit(jax.vmap(AF.legal_replies))(observation))  # [N, K, R, F]
-        answer_rows, answers = map(np.asarray, answers_of(observation))  # [N, K, R, Q, F]
+        rows, moves = batched(afterstates_of, observation)  # [N, K, F]
+        reply_rows, replies = batched(replies_of, observation)  # [N, K, R, F]
+        answer_rows, answers = batched(answers_of, observation, size=32)  # [N, K, R, Q, F]
         answers_seen.append((answers < game.NUM_ACTIONS).sum() / len(observation))
         first = relu(dense(rows, "afterstate_in") + (features @ p["context_in"]["kernel"])[:, None])
         reply_first = relu(dense(reply_rows, "reply_in") + (first @ p["reply_context"]["kernel"])[:, :, None])

@@ -184,5 +184,5 @@ def test_an_empty_batch_gives_empty_outputs():
     from beastybar_jax.games.beastybar.env import CHAMPION_DIR
 
     model = load_exported(CHAMPION_DIR)
-    out = model.network.apply(model.params, jnp.zeros((0, model.game.observation_size)))
+    out = jax.jit(model.network.apply)(model.params, jnp.zeros((0, model.game.observation_size)))
     assert (out.policy_logits.shape, out.value.shape, out.score_margin.shape) == ((0, 31), (0,), (0,))
