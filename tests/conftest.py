@@ -36,6 +36,7 @@ the files slow each other down: their seconds add up to more than the wall time.
 from __future__ import annotations
 
 import collections
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -66,9 +67,7 @@ def pytest_configure(config):
     else:
         cache = tempfile.mkdtemp(prefix="beastybar_test_jax_cache_")
         _SESSION["remove_cache"] = cache
-    try:
-        import filelock  # noqa: F401  (what JAX locks its cache entries with)
-    except ImportError:
+    if importlib.util.find_spec("filelock") is None:  # what JAX locks its cache entries with
         worker = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", ... in pytest-xdist's workers
         if worker:
             cache = os.path.join(cache, worker)
