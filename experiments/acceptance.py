@@ -532,7 +532,7 @@ def git_commit() -> str:
     """The checkout's commit, ``-dirty`` where its tracked files differ from it (as on a
     machine that was sent the working tree and an older copy of the git metadata)."""
     try:
-        return subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], cwd=REPO,
+        return subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7", "--exclude=*"], cwd=REPO,
                               capture_output=True, text=True, timeout=10).stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -592,9 +592,8 @@ def main(argv=None) -> int:
     except OSError as e:
         print(f"error: --out {out} cannot be written: {e.strerror or e}", file=sys.stderr)
         return 2
-    report = dict(scale=args.scale, commit=args.commit or git_commit(), command=" ".join(["python", "experiments/acceptance.py",
-                                                                           *(argv if argv is not None else sys.argv[1:])]),
-                  machine=machine(), parts=[])
+    command = " ".join(["python", "experiments/acceptance.py", *(argv if argv is not None else sys.argv[1:])])
+    report = dict(scale=args.scale, commit=args.commit or git_commit(), command=command, machine=machine(), parts=[])
     started = time.perf_counter()
     report["parts"], stopped_by = run_parts(args.parts, args.scale, out, args.jobs)
     if stopped_by:

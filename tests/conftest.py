@@ -13,19 +13,21 @@ the controller's environment) and the command lines they start share the directo
 a function one worker compiled is loaded by the other. JAX writes an entry in place;
 with a size limit set (``jax_compilation_cache_max_size``, exported too) it takes a file
 lock (the ``filelock`` package, a dev extra) around every read and write, so no process
-reads an entry that another is still writing. Without ``filelock`` each worker keeps a
-subdirectory of its own instead.
+reads an entry that another is still writing. Without ``filelock``, and in a cache
+directory that the session did not create (whose entries JAX's limit cannot handle), each
+worker keeps a subdirectory of its own instead.
 
 **One GPU, several processes.** The tests run in two worker processes (pytest-xdist,
 whole files to a worker) and start command lines of their own; on a GPU each would take
 75% of its memory by default, so ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` is set (and
 exported) unless already set, before the first JAX array is made.
 
-**Longest files first.** pytest-xdist hands whole files to the two workers in collection
-order, one when a worker runs low; a long file handed out last keeps one worker busy
-while the other idles. The files that take longest (``LONGEST_FILES``, from the summary
-below) are collected first, the rest in their usual order. The order changes nothing
-but the time.
+**Longest files first.** pytest-xdist hands whole files to the two workers, one when a
+worker runs low; a long file handed out last keeps one worker busy while the other idles.
+The files that take longest (``LONGEST_FILES``, from the summary below) are collected
+first, the rest in their usual order, and xdist is told to keep that order (by default it
+hands out the files with the most tests first, whatever their time). The order changes
+nothing but the time.
 
 **Time per file.** The terminal summary lists the seconds spent in each test file
 (setup, call and teardown of its tests) with the load average at the start and at
@@ -55,10 +57,14 @@ CORPUS = REPO_ROOT / "tests" / "data" / "reference_random_games.jsonl.gz"
 
 
 _SESSION: dict = {}
+FRESH_CACHE_ENV = "BEASTYBAR_TEST_CACHE_IS_FRESH"
 CACHE_MAX_BYTES = 1 << 34  # a limit only to turn on the cache's locks: no run comes near it
 
 
 def pytest_configure(config):
+    # pytest-xdist re-sorts the files by their number of tests unless told not to.
+    if getattr(config.option, "loadscopereorder", False):
+        config.option.loadscopereorder = False
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         cache = os.environ["JAX_COMPILATION_CACHE_DIR"]
     elif os.environ.get("BEASTYBAR_TEST_CACHE_DIR"):
@@ -67,14 +73,16 @@ def pytest_configure(config):
     else:
         cache = tempfile.mkdtemp(prefix="beastybar_test_jax_cache_")
         _SESSION["remove_cache"] = cache
-    if importlib.util.find_spec("filelock") is None:  # what JAX locks its cache entries with
-        worker = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", ... in pytest-xdist's workers
-        if worker:
-            cache = os.path.join(cache, worker)
-            os.makedirs(cache, exist_ok=True)
-    else:
+    # A limit makes JAX lock, and keep an access time beside, every entry: only in the fresh
+    # directory of this session (an existing one's entries have no access times, and JAX
+    # then fails to write new ones). ``os.environ`` tells the workers which it is.
+    fresh = os.environ.setdefault(FRESH_CACHE_ENV, str(int("remove_cache" in _SESSION))) == "1"
+    if fresh and importlib.util.find_spec("filelock") is not None:  # what JAX locks entries with
         os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(CACHE_MAX_BYTES)
         jax.config.update("jax_compilation_cache_max_size", CACHE_MAX_BYTES)
+    elif os.environ.get("PYTEST_XDIST_WORKER"):  # "gw0", ... in pytest-xdist's workers
+        cache = os.path.join(cache, os.environ["PYTEST_XDIST_WORKER"])
+        os.makedirs(cache, exist_ok=True)
     os.environ["JAX_COMPILATION_CACHE_DIR"] = cache
     jax.config.update("jax_compilation_cache_dir", cache)
     _SESSION.update(cache=cache, start=time.time(), load_start=_load(), per_file=collections.Counter())

@@ -25,8 +25,8 @@ from beastybar_jax.network import NetworkConfig, init_params, make_network
 jit = functools.partial(jax.jit, compiler_options=FAST_COMPILE)
 from_observation = jit(lambda s: AF.afterstate_features(game.observe(s, s.current_player)))
 from_state = jit(lambda s: AF.from_state(s, s.current_player))
-# One observation's slots (the hand-built positions), and a batch's: every test calls
-# these through ``batched``, so each compiles once for the module.
+# One observation's slots (the hand-built positions), and a batch's (every test calls
+# these through ``batched``): each compiles once for the module.
 afterstates_one, replies_one, answers_one = (jit(f) for f in (AF.legal_afterstates, AF.legal_replies,
                                                               AF.legal_answers))
 afterstates_of, replies_of, answers_of = (jit(jax.vmap(f)) for f in (AF.legal_afterstates, AF.legal_replies,

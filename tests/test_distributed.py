@@ -1,7 +1,7 @@
 """Scale-out, run for real on the CPU: the training CLI as 2 processes x 2 devices (JAX's
-multi-controller runtime, a local coordinator, gloo collectives; 4 devices, 2 in each
-process) ends where 1 device ends; saves and resumes across processes; refuses processes
-that disagree on the config and a coordinator that never answers, with one line.
+multi-controller runtime, a local coordinator, gloo collectives) ends where 1 process x 4
+devices ends, and that where 1 device ends; saves and resumes across processes; refuses
+processes that disagree on the config and a coordinator that never answers, with one line.
 
 Every run is a subprocess on forced CPU devices, so runs are compared like with like on
 any machine (also where JAX sees a GPU, whose floats differ from the CPU's).
@@ -111,6 +111,16 @@ def one_device(tmp_path_factory, cache_dir):
 
 
 @pytest.fixture(scope="module")
+def four_devices(tmp_path_factory, cache_dir):
+    """The CLI on 4 CPU devices in one process, 6 iterations in one go (resuming across
+    devices is checked by the two-process run, which saves and restores the same shards)."""
+    run_dir = tmp_path_factory.mktemp("four_devices")
+    done = run_one(tiny_argv(run_dir), 4, cache_dir)
+    assert done.returncode == 0, failure(done)
+    return finished_run(run_dir)
+
+
+@pytest.fixture(scope="module")
 def two_processes(tmp_path_factory, cache_dir):
     """The CLI as 2 processes x 2 CPU devices: 3 iterations, then --resume to 6."""
     run_dir = tmp_path_factory.mktemp("two_processes")
@@ -135,12 +145,15 @@ def assert_same_training(run, reference, rtol, atol):
                 np.testing.assert_allclose(m[k], ref[k], rtol=1e-3, atol=1e-4, err_msg=k)
 
 
-def test_two_processes_on_four_devices_compute_what_one_device_computes(two_processes, one_device):
-    """The games, records and minibatches split over 4 devices in 2 processes, the run
-    stopped after 3 iterations and resumed by both: the same 6 iterations as 1 device's."""
+def test_four_devices_compute_what_one_device_computes(four_devices, one_device):
+    assert four_devices["run_info"]["num_devices"] == 4 and four_devices["iteration"] == 6
+    assert_same_training(four_devices, one_device, rtol=1e-3, atol=2e-4)  # diffs ~4e-6 seen
+
+
+def test_two_processes_compute_what_one_process_on_four_devices_computes(two_processes, four_devices):
     info = two_processes["run_info"]
     assert (info["num_processes"], info["num_devices"]) == (2, 4) and two_processes["iteration"] == 6
-    assert_same_training(two_processes, one_device, rtol=1e-3, atol=2e-4)  # diffs ~4e-6 seen
+    assert_same_training(two_processes, four_devices, rtol=1e-4, atol=1e-5)
     checkpoints = sorted(int(p.name) for p in (two_processes["run_dir"] / "checkpoints").iterdir() if p.name.isdigit())
     assert checkpoints[-1] == 6 and 3 in checkpoints  # saved by both, restored by both
     for first, resumed in zip(*two_processes["outputs"]):
