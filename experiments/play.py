@@ -19,10 +19,11 @@ registered game can be played.
 from __future__ import annotations
 
 import re
+import signal
 import sys
 from typing import Callable
 
-INTERRUPTED = 130  # the exit code of a command ended by Ctrl-C (128 + SIGINT)
+INTERRUPTED = 128 + signal.SIGINT  # a command line's exit code after Ctrl-C, as training.interrupt's
 
 try:  # jax takes seconds to load: Ctrl-C meanwhile is one line, as at any other moment
     import jax
