@@ -238,7 +238,8 @@ def test_conformance_tool_on_bad_files(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- issue 21: bad numbers and paths
 
-import exploit  # noqa: E402  (experiments/)
+import belief  # noqa: E402  (experiments/)
+import exploit  # noqa: E402
 import fit_endgames  # noqa: E402
 import make_endgame_suite  # noqa: E402
 import play  # noqa: E402
@@ -281,6 +282,12 @@ def _exit_code(main, argv) -> int:
     (benchmark.main, ["ppo", "--repeats", "-1"], "argument --repeats: must be at least 1"),
     (benchmark.main, ["env", "--seed", "1e3"], "argument --seed: expected an integer seed"),
     (train.main, ["--config", TINY, "--num-processes", "0"], "argument --num-processes: must be at least 1"),
+    (belief.main, ["--games", "1"], "argument --games: must be at least 2"),
+    (belief.main, ["--particles", "0"], "argument --particles: must be at least 1"),
+    (belief.main, ["--epsilon", "nan"], "argument --epsilon: must be a finite"),
+    (belief.main, ["--epsilon", "1.5"], "argument --epsilon: must be at most 1"),
+    (belief.main, ["--opponents", " , "], "--opponents needs at least one agent name"),
+    (belief.main, ["--models", "network,uniform"], "--models 'network,uniform': name each of network, opponent"),
 ])
 def test_every_numeric_argument_is_checked_in_one_line(main, argv, expected, capsys):
     """Issue 21 point 2: every numeric argument is finite and in range, or one line and

@@ -170,6 +170,30 @@ def test_value_of_information_commands_run(where, command, trained_run, capsys, 
     assert all(name in out for name in names) and "entered won" in out
 
 
+@pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/belief.py" in c[1]])
+def test_belief_commands_run(where, command, trained_run, capsys, monkeypatch):
+    """The observer (a network) and every opponent are built and measured; the games are
+    stubbed (tests/test_belief.py plays them for real)."""
+    import numpy as np
+
+    diagnostic = experiment("belief")
+    measured = []
+
+    def measure(observer, opponent, game, games, key, *, particles, epsilon, models):
+        measured.append((observer.name, opponent.name))
+        scores = {"held": np.array([2.0, 3.0]), "hand": np.array([4.0, 4.0]), "log_lik": np.array([-5.0, -3.0])}
+        return {**{model: scores for model in ("uniform", *models, "half")}, "turn": np.array([1, 9])}
+
+    monkeypatch.setattr(diagnostic, "measure", measure)
+    argv = with_trained_runs(argv_of(command, "experiments/belief.py"), trained_run)
+    assert diagnostic.main(argv + ["--games", "4", "--plain"]) == 0, capsys.readouterr().err
+    opponents = argv[argv.index("--opponents") + 1].split(",")
+    assert [o for _, o in measured] == opponents
+    out = capsys.readouterr().out
+    models = ("uniform", *diagnostic.parse_args(argv).models, "half")
+    assert all(f"{o}  {m}" in out for o in opponents for m in models), out
+
+
 @pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/fit_endgames.py" in c[1]])
 def test_endgame_fit_commands_validate(where, command, trained_run, capsys):
     """``--dry-run``: the network named by ``--init`` loads and the ``--set``s make a valid

@@ -1,0 +1,179 @@
+"""A belief over the opponent's hand, kept from their moves, and worlds drawn from it.
+
+``sample_world`` deals the opponent's unseen cards uniformly between hand and deck. Their
+moves say more: a player who held the lion would seldom have played the skunk there. This
+module keeps, for one player (the *observer*), the probability that the opponent holds each
+of their unseen species, and updates it by Bayes' rule after every move the opponent makes:
+
+* the prior is the belief before the move, a product of per-species probabilities;
+* hands that contain the card played are drawn from it (``num_particles`` of them), each is
+  put into the position the opponent faced, and ``policy`` -- a model of how the opponent
+  chooses: a network's raw policy, or any function of that position -- gives the
+  probability of the move they made; the hands, weighted by it, give the posterior;
+* the card played leaves the hand and the opponent draws one card, uniformly from their
+  deck: a species held with probability ``p`` is then held with ``p + (1 - p) / deck size``.
+
+Only what the observer knows enters: the public table, the opponent's unseen species as a
+set, their hand and deck sizes, and the observer's own cards, which the hypothetical
+positions keep as they are (the model of the opponent never reads them: it is given the
+opponent's observation). The belief is the per-species marginal of the posterior (the
+correlations between species are dropped after each update), so it fits in ``float32[12]``
+and a world is drawn from it by weighted sampling without replacement.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+from beastybar_jax.games.beastybar import cards as C
+from beastybar_jax.games.beastybar.actions import ACTION_CARD_SPECIES
+from beastybar_jax.games.beastybar.state import State
+
+Policy = Callable[[State], jax.Array]
+"""``policy(states[N]) -> logits float32[N, A]`` for each state's player to move; the
+observer's model of the opponent (it must only observe the state for its player to move)."""
+
+_MAX_LOG_ODDS = 30.0  # a species held for certain (probability 1) still sorts first
+
+
+def unseen_species(state: State, player) -> jax.Array:
+    """``bool[12]`` the species of ``player``'s opponent not yet played: hand and deck
+    together, known to ``player`` as a set."""
+    opponent = 1 - jnp.asarray(player, jnp.int32)
+    species = jnp.arange(C.NUM_SPECIES)
+    in_deck = jnp.any(state.deck[opponent][:, None] == species[None, :], axis=0)
+    return state.hand[opponent] | in_deck
+
+
+def uniform_belief(state: State, player) -> jax.Array:
+    """``float32[12]`` what ``player`` knows of the opponent's hand with no move seen: each
+    unseen species held with probability hand size / unseen count (``sample_world``'s)."""
+    opponent = 1 - jnp.asarray(player, jnp.int32)
+    unseen = unseen_species(state, player)
+    hand_size = jnp.sum(state.hand[opponent])
+    return jnp.where(unseen, hand_size / jnp.maximum(jnp.sum(unseen), 1), 0.0).astype(jnp.float32)
+
+
+def _log_odds(belief: jax.Array) -> jax.Array:
+    odds = jnp.log(belief) - jnp.log1p(-belief)
+    return jnp.clip(jnp.where(belief >= 1.0, _MAX_LOG_ODDS, odds), -_MAX_LOG_ODDS, _MAX_LOG_ODDS)
+
+
+def draw_hand(belief: jax.Array, unseen: jax.Array, hand_size, key: jax.Array,
+              required: jax.Array | None = None) -> jax.Array:
+    """``bool[12]`` a hand of ``hand_size`` unseen species drawn from ``belief``: weighted
+    sampling without replacement on the odds ``p / (1 - p)`` (Gumbel top-k), the draw of a
+    product of independent species conditioned on the hand's size. ``required``
+    (``bool[12]``) species are always in it."""
+    required = jnp.zeros_like(unseen) if required is None else required
+    priority = _log_odds(belief) + jax.random.gumbel(key, belief.shape)
+    priority = jnp.where(required, jnp.inf, jnp.where(unseen, priority, -jnp.inf))
+    rank = jnp.argsort(jnp.argsort(-priority))
+    return unseen & (rank < hand_size)
+
+
+def _deck_in_random_order(cards: jax.Array, key: jax.Array) -> jax.Array:
+    """``int8[8]`` the species of ``cards`` (``bool[12]``) in a uniformly random order, -1 padded."""
+    order = jnp.argsort(jnp.where(cards, jax.random.uniform(key, cards.shape), 2.0))
+    slot = jnp.arange(C.DECK_SIZE)
+    return jnp.where(slot < jnp.sum(cards), order[slot], -1).astype(jnp.int8)
+
+
+def with_opponent_hand(state: State, player, hand: jax.Array, key: jax.Array) -> State:
+    """``state`` with ``player``'s opponent holding ``hand`` (``bool[12]``, a subset of their
+    unseen species of their hand's size) and the rest of their unseen species as their deck,
+    in random order."""
+    opponent = 1 - jnp.asarray(player, jnp.int32)
+    deck = _deck_in_random_order(unseen_species(state, player) & ~hand, key)
+    is_opponent = (jnp.arange(C.NUM_PLAYERS) == opponent)[:, None]
+    return state.replace(hand=jnp.where(is_opponent, hand[None, :], state.hand),
+                         deck=jnp.where(is_opponent, deck[None, :], state.deck))
+
+
+def sample_world_from_belief(state: State, player, key: jax.Array, belief: jax.Array) -> State:
+    """A full state for ``player``: their hand kept, their deck reshuffled, the opponent's
+    hand drawn from ``belief`` (:func:`draw_hand`) and the opponent's other unseen species
+    their deck in random order. With :func:`uniform_belief` this is ``sample_world``'s
+    distribution."""
+    player = jnp.asarray(player, jnp.int32)
+    own_key, hand_key, deck_key = jax.random.split(key, 3)
+    opponent = 1 - player
+    species = jnp.arange(C.NUM_SPECIES)
+    own_deck_cards = jnp.any(state.deck[player][:, None] == species[None, :], axis=0)
+    own_deck = _deck_in_random_order(own_deck_cards, own_key)
+    hand = draw_hand(belief, unseen_species(state, player), jnp.sum(state.hand[opponent]), hand_key)
+    world = with_opponent_hand(state, player, hand, deck_key)
+    is_player = (jnp.arange(C.NUM_PLAYERS) == player)[:, None]
+    return world.replace(deck=jnp.where(is_player, own_deck[None, :], world.deck))
+
+
+def _move_probability(logits: jax.Array, legal: jax.Array, action: jax.Array, epsilon: float) -> jax.Array:
+    """``float32[N]`` the probability of ``action`` under the softmax of ``logits`` over the
+    ``legal`` actions, mixed with a uniform choice among them (weight ``epsilon``), so a
+    model that is sure and wrong cannot rule a hand out."""
+    masked = jnp.where(legal, logits, -jnp.inf)
+    probabilities = jax.nn.softmax(masked, axis=-1)
+    chosen = jnp.take_along_axis(probabilities, action[:, None], axis=-1)[:, 0]
+    return (1.0 - epsilon) * chosen + epsilon / jnp.maximum(jnp.sum(legal, axis=-1), 1)
+
+
+def update_belief(belief: jax.Array, observer: jax.Array, state: State, action: jax.Array, key: jax.Array,
+                  policy: Policy,
+                  legal_action_mask: Callable[[State], jax.Array], *, num_particles: int = 32,
+                  epsilon: float = 0.1) -> jax.Array:
+    """The observer's belief after the opponent plays ``action`` in ``state``.
+
+    Args:
+      belief: ``float32[G, 12]`` the observer's, before the move.
+      observer: ``int32[G]`` whose belief it is (0 or 1).
+      state: ``[G]`` states before the move. Rows where the observer is to move, or the game
+        is over, come back unchanged: the caller may pass every game of a match.
+      action: ``int32[G]`` the opponent's move.
+      key: PRNG key.
+      policy: the model of the opponent (:data:`Policy`), applied to ``G * num_particles``
+        hypothetical states.
+      legal_action_mask: the game's, for one state.
+      num_particles: hands drawn per game.
+      epsilon: weight of a uniform choice in the model (:func:`_move_probability`).
+
+    Returns:
+      ``float32[G, 12]``: the posterior per-species probabilities, after the played card left
+      the hand and the opponent drew from their deck.
+    """
+    games = action.shape[0]
+    observer = observer.astype(jnp.int32)
+    played = jnp.asarray(ACTION_CARD_SPECIES)[jnp.clip(action, 0, len(ACTION_CARD_SPECIES) - 1)]
+    played_mask = jnp.arange(C.NUM_SPECIES)[None, :] == played[:, None]  # [G, 12]
+    unseen = jax.vmap(unseen_species)(state, observer)  # [G, 12]
+    hand_size = jnp.sum(jnp.take_along_axis(state.hand, (1 - observer)[:, None, None], axis=1)[:, 0], axis=-1)
+    hand_keys, deck_keys = jax.random.split(key)
+    hand_keys = jax.random.split(hand_keys, (games, num_particles))
+    deck_keys = jax.random.split(deck_keys, (games, num_particles))
+
+    def particles_of(belief, unseen, hand_size, played_mask, keys):
+        return jax.vmap(lambda k: draw_hand(belief, unseen, hand_size, k, required=played_mask))(keys)
+
+    hands = jax.vmap(particles_of)(belief, unseen, hand_size, played_mask, hand_keys)  # [G, M, 12]
+
+    def positions_of(state, observer, hands, keys):
+        return jax.vmap(lambda h, k: with_opponent_hand(state, observer, h, k))(hands, keys)
+
+    positions = jax.vmap(positions_of)(state, observer, hands, deck_keys)  # [G, M]
+    flat = jax.tree.map(lambda x: x.reshape(games * num_particles, *x.shape[2:]), positions)
+    logits = policy(flat).astype(jnp.float32)
+    legal = jax.vmap(legal_action_mask)(flat)
+    likelihood = _move_probability(logits, legal, jnp.repeat(action, num_particles), epsilon)
+    weights = likelihood.reshape(games, num_particles)
+    weights = weights / jnp.maximum(jnp.sum(weights, axis=-1, keepdims=True), jnp.finfo(jnp.float32).tiny)
+    posterior = jnp.sum(weights[:, :, None] * hands, axis=1)  # [G, 12], 1 on the played card
+
+    # The card played leaves the hand; the opponent draws one of their deck, uniformly.
+    deck_size = jnp.sum(unseen, axis=-1) - hand_size
+    left = unseen & ~played_mask
+    drawn = jnp.where(deck_size[:, None] > 0, (1.0 - posterior) / jnp.maximum(deck_size, 1)[:, None], 0.0)
+    after = jnp.where(left, jnp.clip(posterior + drawn, 0.0, 1.0), 0.0)
+    moved = ~state.terminated & (observer != state.current_player)
+    return jnp.where(moved[:, None], after, belief).astype(jnp.float32)
