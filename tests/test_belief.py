@@ -19,6 +19,12 @@ from beastybar_jax.games.beastybar.observe import sample_world
 from helpers import experiment
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0}
+STEP, LEGAL = jax.jit(GAME.step), jax.jit(GAME.legal_action_mask)
+
+
+def compile_fast(fn, *example_args):
+    """``fn`` compiled for the shapes of ``example_args`` with cheap XLA optimisation."""
+    return jax.jit(fn).lower(*example_args).compile(FAST_COMPILE)
 
 
 def position(moves: int, seed: int = 0):
@@ -26,8 +32,7 @@ def position(moves: int, seed: int = 0):
     state = GAME.init(jax.random.key(seed))
     rng = np.random.default_rng(seed)
     for _ in range(moves):
-        legal = np.flatnonzero(np.asarray(GAME.legal_action_mask(state)))
-        state = GAME.step(state, int(rng.choice(legal)))
+        state = STEP(state, int(rng.choice(np.flatnonzero(np.asarray(LEGAL(state))))))
     return state
 
 
@@ -48,8 +53,8 @@ def test_the_uniform_belief_is_sample_worlds():
     np.testing.assert_allclose(np.asarray(belief), np.where(unseen, opponent_hand / unseen.sum(), 0.0), rtol=1e-6)
 
     keys = jax.random.split(jax.random.key(1), 3000)
-    ours = jax.jit(jax.vmap(lambda k: B.sample_world_from_belief(state, player, k, belief)))(keys)
-    theirs = jax.jit(jax.vmap(lambda k: sample_world(state, player, k)))(keys)
+    ours = compile_fast(jax.vmap(lambda k: B.sample_world_from_belief(state, player, k, belief)), keys)(keys)
+    theirs = compile_fast(jax.vmap(lambda k: sample_world(state, player, k)), keys)(keys)
     for worlds in (ours, theirs):
         held = np.asarray(worlds.hand[:, 1 - player]).mean(axis=0)
         np.testing.assert_allclose(held, np.where(unseen, opponent_hand / unseen.sum(), 0.0), atol=0.04)
@@ -63,7 +68,8 @@ def test_a_world_from_a_belief_keeps_what_the_observer_knows():
     unseen = np.asarray(B.unseen_species(state, player))
     held = np.flatnonzero(unseen)[:4]  # a belief sure of four unseen cards, sure the rest are in the deck
     belief = jnp.asarray(np.isin(np.arange(12), held), jnp.float32)
-    worlds = jax.vmap(lambda k: B.sample_world_from_belief(state, player, k, belief))(jax.random.split(jax.random.key(0), 64))
+    keys = jax.random.split(jax.random.key(0), 64)
+    worlds = compile_fast(jax.vmap(lambda k: B.sample_world_from_belief(state, player, k, belief)), keys)(keys)
     hands, decks = np.asarray(worlds.hand), np.asarray(worlds.deck)
     assert (hands[:, 1 - player] == np.isin(np.arange(12), held)).all()
     assert (hands[:, player] == np.asarray(state.hand[player])).all()
@@ -105,14 +111,14 @@ def exact_update(state, action: int, epsilon: float) -> np.ndarray:
 def test_one_update_is_bayes_rule():
     state = position(4, seed=3)
     mover = int(state.current_player)
-    legal = np.flatnonzero(np.asarray(GAME.legal_action_mask(state)))
+    legal = np.flatnonzero(np.asarray(LEGAL(state)))
     action = int(legal[np.argmin(ACTION_CARD_SPECIES[legal])])  # the lowest card: evidence against the high ones
     batch = jax.tree.map(lambda x: jnp.stack([x, x]), state)
     observers = jnp.asarray([1 - mover, mover], jnp.int32)  # the second row is the mover's own belief
     beliefs = jax.vmap(B.uniform_belief)(batch, observers)
-    update = jax.jit(lambda b, k: B.update_belief(b, observers, batch, jnp.asarray([action, action]), k,
-                                                  species_model, GAME.legal_action_mask,
-                                                  num_particles=4096, epsilon=0.1))
+    update = compile_fast(lambda b, k: B.update_belief(b, observers, batch, jnp.asarray([action, action]), k,
+                                                      species_model, GAME.legal_action_mask,
+                                                      num_particles=4096, epsilon=0.1), beliefs, jax.random.key(0))
     updated = np.asarray(update(beliefs, jax.random.key(0)))
     expected = exact_update(state, action, 0.1)
     np.testing.assert_allclose(updated[0], expected, atol=0.03)
