@@ -3,25 +3,27 @@ rule (``beastybar_jax.games.beastybar.belief``), scored against the hand they re
 
     python experiments/belief.py --observer champion --opponents heuristic,outcome_heuristic --games 100
 
-The observer plays ``--games`` games against each opponent (seat 0 in half of them) and keeps
-one belief per model of how the opponent chooses. At each of the observer's decisions where
-the opponent's hand is still hidden (their deck not empty), every belief is scored on the
-opponent's true hand:
+The observer plays ``--games`` games against each opponent (seat 0 in every other game) and
+keeps one belief per model of how the opponent chooses. At each of the observer's decisions
+where the opponent's hand is still hidden (their deck not empty), every belief is scored on
+the opponent's true hand:
 
 - ``uniform``: no model; every unseen card as likely as the next (``sample_world``'s worlds);
 - ``network``: the observer's network's raw policy as the model: what a fair agent could use;
-- ``opponent``: the opponent's own policy as the model: an oracle on how they choose (never
-  on their cards), a ceiling for any model of them;
+- ``opponent``: the opponent's own policy as the model (its random tie-breaks estimated from
+  8 draws per position): an oracle on how they choose, never on their cards, and about the
+  most any model of them can find;
 - ``half``: for reference, ``value_of_information.py``'s "half the hand" sight: two cards of
   the hand known, the others as likely as the rest.
 
 Scores: ``held``, the sum of the belief's per-card probabilities over the true hand: how
 many of its cards a world drawn from the belief deals the opponent on average (uniform about
 2 of 4, the hand itself all of them); ``gain``, the share of the way from uniform to knowing
-the hand; ``log-lik``, the log-probability of the true hand under the belief's per-card
-probabilities (higher is better). A diagnostic (docs/strength.md, "What the opponent's moves
-tell"): nothing else in the project uses it. Bad specs end in one line and exit code 2;
-Ctrl-C (or SIGTERM) stops after the opponent being measured and prints the finished ones.
+the hand; ``log-lik``, the sum over the unseen cards of the log of the probability the belief
+gives each card's true state, held or not (higher is better; the cards one by one, not the
+hand as a whole). A diagnostic (docs/strength.md, "What the opponent's moves tell"): nothing
+else in the project uses it. Bad specs end in one line and exit code 2;
+Ctrl-C (or SIGTERM) prints the finished opponents' tables and exits with 130 (143).
 """
 
 from __future__ import annotations
@@ -64,9 +66,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def oracle_policy(agent, game):
-    """``policy(states [N]) -> logits [N, A]``: ``agent``'s own move at 0, the others at
-    -20 (its ties broken with a fixed key, which ``epsilon`` forgives where it differs)."""
+ORACLE_DRAWS = 8  # of the opponent's move per position: the heuristics break ties at random
+
+
+def oracle_policy(agent, game, draws: int = ORACLE_DRAWS):
+    """``policy(states [N]) -> logits [N, A]``: the log-frequency of each move in ``draws``
+    of ``agent``'s own choice (fixed keys), moves never chosen at -20: the agent's policy,
+    its random tie-breaks estimated."""
     import jax
     import jax.numpy as jnp
 
@@ -74,8 +80,10 @@ def oracle_policy(agent, game):
 
     def policy(states):
         count = states.current_player.shape[0]
-        moves = batch_act(agent)(states, jax.random.split(jax.random.key(0), count))
-        return jnp.where(jnp.arange(game.num_actions)[None, :] == moves[:, None], 0.0, -20.0)
+        keys = jax.random.split(jax.random.key(0), (draws, count))
+        moves = jax.vmap(lambda k: batch_act(agent)(states, k))(keys)  # [draws, N]
+        frequency = jnp.mean(jnp.arange(game.num_actions)[None, None, :] == moves[:, :, None], axis=0)
+        return jnp.where(frequency > 0, jnp.log(jnp.maximum(frequency, 1e-9)), -20.0)
 
     return policy
 
@@ -86,7 +94,8 @@ def measure(observer, opponent, game, games: int, key, *, particles: int, epsilo
     ``models`` (from :data:`KEPT`) and the references ``uniform`` and ``half``.
 
     Returns ``{model: {"held": float[D], "hand": float[D], "log_lik": float[D]}}`` over the
-    ``D`` scored decisions, plus ``"turn": int[D]`` (numpy arrays)."""
+    ``D`` scored decisions, plus their ``"turn"`` (turns played before them) and ``"game"``
+    (``int[D]`` numpy arrays)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -111,14 +120,8 @@ def measure(observer, opponent, game, games: int, key, *, particles: int, epsilo
 
         def turn(carry, key):
             states, beliefs = carry
-            mine, theirs, *belief_keys = jax.random.split(key, 2 + len(kept))
-            own = batch_act(observer)(states, jax.random.split(mine, games))
-            other = batch_act(opponent)(states, jax.random.split(theirs, games))
-            action = jnp.where(states.current_player == seat, own, other).astype(jnp.int32)
-            beliefs = {name: B.update_belief(beliefs[name], seat, states, action, k, policies[name],
-                                             game.legal_action_mask, num_particles=particles, epsilon=epsilon)
-                       for name, k in zip(kept, belief_keys)}
-            states = jax.vmap(game.step)(states, action)
+            # The observer's decision, scored before it moves: the beliefs have seen every
+            # move of the opponent so far.
             true_hand = jnp.take_along_axis(states.hand, (1 - seat)[:, None, None], axis=1)[:, 0]
             unseen = jax.vmap(B.unseen_species)(states, seat)
             hand_size = jnp.sum(true_hand, axis=-1)
@@ -132,7 +135,16 @@ def measure(observer, opponent, game, games: int, key, *, particles: int, epsilo
             rest = jnp.maximum(jnp.sum(unseen, axis=-1) - known, 1)
             out["half"] = {"held": known + (hand_size - known) ** 2 / rest, "log_lik": jnp.full(games, jnp.nan)}
             out["hand"], out["scored"], out["turn"] = hand_size.astype(jnp.float32), scored, states.turn
-            return (states, beliefs), out
+
+            # One key per purpose, so the games do not depend on which models are kept.
+            own = batch_act(observer)(states, jax.random.split(jax.random.fold_in(key, 0), games))
+            other = batch_act(opponent)(states, jax.random.split(jax.random.fold_in(key, 1), games))
+            action = jnp.where(states.current_player == seat, own, other).astype(jnp.int32)
+            beliefs = {name: B.update_belief(beliefs[name], seat, states, action,
+                                             jax.random.fold_in(key, 2 + KEPT.index(name)), policies[name],
+                                             game.legal_action_mask, num_particles=particles, epsilon=epsilon)
+                       for name in kept}
+            return (jax.vmap(game.step)(states, action), beliefs), out
 
         _, history = jax.lax.scan(turn, (states, beliefs), jax.random.split(turn_key, game.max_game_length))
         return history
@@ -144,6 +156,7 @@ def measure(observer, opponent, game, games: int, key, *, particles: int, epsilo
     for name in names:
         result[name]["hand"] = np.asarray(history["hand"])[scored]
     result["turn"] = np.asarray(history["turn"])[scored]
+    result["game"] = np.broadcast_to(np.arange(games), scored.shape)[scored]
     return result
 
 
@@ -187,11 +200,12 @@ def main(argv=None) -> int:
 
     import jax
 
-    from evaluate import _specs
+    from evaluate import _interrupted_line, _specs
     from beastybar_jax.agents import make_agent
     from beastybar_jax.games import get_game
     from beastybar_jax.seeds import seed_key
     from beastybar_jax.training.compilation import enable_compilation_cache
+    from beastybar_jax.training.interrupt import Interrupted, active_command, when_forced
 
     enable_compilation_cache()
     game = get_game("beastybar")
@@ -205,6 +219,14 @@ def main(argv=None) -> int:
         print(f"belief.py: error: {e}", file=sys.stderr)
         return 2
     measured = []
+
+    def stopped(signum: int) -> str:  # the finished opponents' tables, then the one line
+        if measured:
+            print_results(measured, args.plain)
+        return _interrupted_line(signum, len(measured), len(opponents), unit="opponent")
+
+    when_forced(stopped)  # a signal while an opponent's games compile or play
+    signals = active_command()
     try:
         for index, opponent in enumerate(opponents):
             start = time.perf_counter()
@@ -212,10 +234,13 @@ def main(argv=None) -> int:
                              particles=args.particles, epsilon=args.epsilon, models=args.models)
             measured.append((opponent.name, result))
             log(f"{opponent.name}: {len(result['turn'])} decisions scored in {time.perf_counter() - start:.0f} s")
-    except KeyboardInterrupt:
-        if measured:
-            print_results(measured, args.plain)
-        raise
+            if signals is not None:
+                signals.check()
+    except Interrupted as e:
+        log(stopped(e.signum))
+        return e.exit_code
+    finally:
+        when_forced(None)
     print_results(measured, args.plain)
     return 0
 

@@ -14,8 +14,10 @@ import pytest
 
 from beastybar_jax.games.beastybar import BEASTYBAR as GAME
 from beastybar_jax.games.beastybar import belief as B
+from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.games.beastybar.actions import ACTION_CARD_SPECIES
-from beastybar_jax.games.beastybar.observe import sample_world
+from beastybar_jax.games.beastybar.cards import CHAMELEON, LION
+from beastybar_jax.games.beastybar.observe import OBSERVATION_LAYOUT, sample_world
 from helpers import experiment
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0}
@@ -37,9 +39,12 @@ def position(moves: int, seed: int = 0):
 
 
 def species_model(states):
-    """A model of the opponent that prefers higher species: logit 0.4 * species of the card."""
-    logits = 0.4 * jnp.asarray(ACTION_CARD_SPECIES, jnp.float32)
-    return jnp.broadcast_to(logits, (states.current_player.shape[0], logits.shape[0]))
+    """A model of the opponent that reads their observation: it prefers high cards (logit 0.4
+    per species), and low ones (below the chameleon) when it holds the lion."""
+    observations = jax.vmap(GAME.observe)(states, states.current_player)
+    holds_lion = observations[:, OBSERVATION_LAYOUT["own_hand"][0] + LION]
+    species = jnp.asarray(ACTION_CARD_SPECIES, jnp.float32)
+    return 0.4 * species[None, :] + 2.0 * holds_lion[:, None] * (species[None, :] < CHAMELEON)
 
 
 def test_the_uniform_belief_is_sample_worlds():
@@ -83,58 +88,108 @@ def test_a_world_from_a_belief_keeps_what_the_observer_knows():
         assert len({tuple(d) for d in decks[:, p]}) > 1 or len(cards) < 2  # shuffled
 
 
-def exact_update(state, action: int, epsilon: float) -> np.ndarray:
-    """The observer's belief after the opponent's ``action`` from a uniform one, by enumerating
-    every hand of the opponent that holds the card played (equally likely before the move)."""
+def test_worlds_hold_each_card_with_the_beliefs_probability():
+    state = position(2, seed=4)
+    player = int(state.current_player)
+    unseen = np.asarray(B.unseen_species(state, player))
+    belief = uneven_belief(unseen, 4)
+    keys = jax.random.split(jax.random.key(2), 4000)
+    worlds = compile_fast(jax.vmap(lambda k: B.sample_world_from_belief(state, player, k, belief)), keys)(keys)
+    hands = np.asarray(worlds.hand[:, 1 - player])
+    assert (hands.sum(axis=1) == 4).all() and not hands[:, ~unseen].any()
+    np.testing.assert_allclose(hands.mean(axis=0), np.asarray(belief), atol=0.03)
+
+
+def uneven_belief(unseen: np.ndarray, hand_size: int) -> jax.Array:
+    """Per-card probabilities summing to ``hand_size`` over ``unseen``, far from even: the
+    even share plus and minus 80% of its distance to 0 or 1, alternately."""
+    even = hand_size / unseen.sum()
+    step = 0.8 * min(even, 1 - even)
+    sign = np.zeros(12)
+    cards = np.flatnonzero(unseen)
+    sign[cards[: len(cards) // 2 * 2]] = np.tile([1.0, -1.0], len(cards) // 2)
+    return jnp.asarray(np.where(unseen, even + step * sign, 0.0), jnp.float32)
+
+
+def late_position_with_uneven_hands():
+    """The opponent (to move) holds 4 cards with 2 in their deck; the observer holds 3."""
+    state = position(13, seed=0)
+    observer = 1 - int(state.current_player)
+    dropped = int(np.flatnonzero(np.asarray(state.hand[observer]))[0])
+    hand, thats_it = np.asarray(state.hand).copy(), np.asarray(state.thats_it).copy()
+    hand[observer, dropped], thats_it[observer, dropped] = False, True
+    state = state.replace(hand=jnp.asarray(hand), thats_it=jnp.asarray(thats_it))
+    assert list(np.asarray(state.hand).sum(axis=1)[[1 - observer, observer]]) == [4, 3]
+    assert int(state.deck_sizes[1 - observer]) == 2
+    return state
+
+
+def exact_update(state, action: int, epsilon: float, prior_weights: np.ndarray | None = None) -> np.ndarray:
+    """The observer's belief after the opponent's ``action``, by enumerating every hand of the
+    opponent that holds the card played: before the move each hand is as likely as the
+    product of its cards' ``prior_weights`` (all equal by default), the model is
+    ``species_model`` applied to the position with that hand and the rest as the deck."""
     mover = int(state.current_player)
     played = int(ACTION_CARD_SPECIES[action])
     unseen = np.asarray(B.unseen_species(state, 1 - mover))
     hand_size = int(np.sum(np.asarray(state.hand[mover])))
+    weights = np.ones(12) if prior_weights is None else np.asarray(prior_weights, np.float64)
     others = [s for s in np.flatnonzero(unseen) if s != played]
-    hands = [set(h) | {played} for h in itertools.combinations(others, hand_size - 1)]
-    hand_rows = np.zeros((len(hands), 2, 12), bool)
-    hand_rows[:, 1 - mover] = np.asarray(state.hand[1 - mover])
+    hands = [sorted(set(h) | {played}) for h in itertools.combinations(others, hand_size - 1)]
+    hand_rows = np.repeat(np.asarray(state.hand)[None], len(hands), axis=0)
+    deck_rows = np.repeat(np.asarray(state.deck)[None], len(hands), axis=0)
     for i, h in enumerate(hands):
-        hand_rows[i, mover, sorted(h)] = True
-    legal = np.asarray(jax.vmap(lambda h: GAME.legal_action_mask(state.replace(hand=h)))(jnp.asarray(hand_rows)))
-    logits = 0.4 * ACTION_CARD_SPECIES.astype(np.float64)
-    likelihood = np.array([(1 - epsilon) * np.exp(logits[action]) / np.sum(np.exp(logits[m]))
-                           + epsilon / m.sum() for m in legal])
+        hand_rows[i, mover] = np.isin(np.arange(12), h)
+        deck = [s for s in np.flatnonzero(unseen) if s not in h]
+        deck_rows[i, mover] = deck + [-1] * (C.DECK_SIZE - len(deck))
+    positions = jax.vmap(lambda h, d: state.replace(hand=h, deck=d))(jnp.asarray(hand_rows), jnp.asarray(deck_rows))
+    legal = np.asarray(jax.vmap(GAME.legal_action_mask)(positions))
+    logits = np.asarray(species_model(positions), np.float64)
+    likelihood = np.array([(1 - epsilon) * np.exp(x[action]) / np.sum(np.exp(x[m])) + epsilon / m.sum()
+                           for x, m in zip(logits, legal)])
+    likelihood *= np.array([np.prod(weights[h]) for h in hands])
     posterior = np.zeros(12)
     for h, w in zip(hands, likelihood / likelihood.sum()):
-        posterior[sorted(h)] += w
+        posterior[h] += w
     deck_size = unseen.sum() - hand_size
     after = posterior + (1 - posterior) / deck_size if deck_size else posterior
     return np.where(unseen & (np.arange(12) != played), after, 0.0)
 
 
-def test_one_update_is_bayes_rule():
-    state = position(4, seed=3)
+@pytest.mark.parametrize("where", ["early, an even belief", "late, uneven hands and belief"])
+def test_one_update_is_bayes_rule(where):
+    late = where.startswith("late")
+    state = late_position_with_uneven_hands() if late else position(4, seed=3)
     mover = int(state.current_player)
     legal = np.flatnonzero(np.asarray(LEGAL(state)))
     action = int(legal[np.argmin(ACTION_CARD_SPECIES[legal])])  # the lowest card: evidence against the high ones
     batch = jax.tree.map(lambda x: jnp.stack([x, x]), state)
     observers = jnp.asarray([1 - mover, mover], jnp.int32)  # the second row is the mover's own belief
     beliefs = jax.vmap(B.uniform_belief)(batch, observers)
+    prior_weights = None
+    if late:
+        unseen = np.asarray(B.unseen_species(state, 1 - mover))
+        beliefs = beliefs.at[0].set(uneven_belief(unseen, 4))
+        prior_weights = np.asarray(B._hand_weights(beliefs[0], jnp.asarray(unseen), 4))
+        np.testing.assert_allclose(np.asarray(B._inclusion(jnp.asarray(prior_weights), 4)), beliefs[0], atol=1e-4)
     update = compile_fast(lambda b, k: B.update_belief(b, observers, batch, jnp.asarray([action, action]), k,
                                                       species_model, GAME.legal_action_mask,
                                                       num_particles=4096, epsilon=0.1), beliefs, jax.random.key(0))
     updated = np.asarray(update(beliefs, jax.random.key(0)))
-    expected = exact_update(state, action, 0.1)
+    expected = exact_update(state, action, 0.1, prior_weights)
     np.testing.assert_allclose(updated[0], expected, atol=0.03)
     assert updated[0, ACTION_CARD_SPECIES[action]] == 0.0  # the card played left the hand
     assert updated[0].sum() == pytest.approx(np.sum(np.asarray(state.hand[mover])), abs=1e-4)  # and one was drawn
-    no_evidence = exact_update(state, action, 1.0)  # a model that chooses at random says nothing
-    high, low = [s for s in range(8, 12) if expected[s] > 0], [s for s in range(4) if expected[s] > 0]
-    assert high and low  # this one said something: an opponent that prefers high cards played a low one
-    assert all(expected[s] < no_evidence[s] for s in high) and all(expected[s] > no_evidence[s] for s in low)
+    no_evidence = exact_update(state, action, 1.0, prior_weights)  # a model that chooses at random says nothing
+    assert np.abs(expected - no_evidence).max() > 0.04  # this one said something (beyond the tolerance)
     np.testing.assert_array_equal(updated[1], np.asarray(beliefs[1]))  # an observer's own move: unchanged
 
 
 @pytest.mark.slow
 def test_the_belief_diagnostic_scores_every_model(capsys):
-    """``experiments/belief.py`` on a few games: the uniform belief scores exactly what it
-    should, every model is scored at every decision, and a bad observer ends in one line."""
+    """``experiments/belief.py`` on a few games: the observer's decisions are scored, the
+    uniform belief exactly as it should be, every model at every decision; a bad observer
+    ends in one line."""
     diagnostic = experiment("belief")
 
     from beastybar_jax.agents import make_agent
@@ -145,17 +200,48 @@ def test_the_belief_diagnostic_scores_every_model(capsys):
     observer = network_agent(network, init_params(network, jax.random.key(0), 149), game=GAME)
     result = diagnostic.measure(observer, make_agent("heuristic", game=GAME), GAME, 4, jax.random.key(0),
                                 particles=4, epsilon=0.1)
-    turns = result["turn"]
-    assert len(turns) > 8 and (turns < 16).all()
+    turns, games = result["turn"], result["game"]
+    # The observer's decisions while the opponent's deck hides their hand: every other turn of
+    # the first 16 (7 or 8 a game, as the observer moves second or first), never the opponent's.
+    assert sorted(set(games)) == [0, 1, 2, 3] and (turns < 16).all()
+    for game in range(4):
+        assert len(set(turns[games == game] % 2)) == 1 and (games == game).sum() in (7, 8)
     for model in diagnostic.MODELS:
         assert {k: len(v) for k, v in result[model].items()} == {"held": len(turns), "hand": len(turns),
                                                                  "log_lik": len(turns)}
         assert (result[model]["held"] <= result[model]["hand"] + 1e-5).all()
-    # uniform: hand size / unseen per card, so hand size^2 / unseen cards held
-    assert (result["uniform"]["held"] < result["uniform"]["hand"]).all()
+    assert (result["uniform"]["hand"] == 4).all()
+    # uniform: 4 / unseen per card, so 16 / unseen cards of the hand held: 5 to 12 unseen
+    unseen = 16 / result["uniform"]["held"]
+    np.testing.assert_allclose(unseen, np.round(unseen), atol=1e-4)
+    assert ((unseen >= 5) & (unseen <= 12)).all() and (unseen[turns < 2] == 12).all()
     assert (result["half"]["held"] > result["uniform"]["held"]).all()
     diagnostic.print_results([("heuristic", result)], plain=True)
     out = capsys.readouterr().out
     assert all(f"heuristic  {model}" in out for model in diagnostic.MODELS), out
     assert diagnostic.main(["--observer", "heuristic"]) == 2
     assert "a network agent is needed" in capsys.readouterr().err
+
+
+def test_the_belief_diagnostic_stopped_prints_the_finished_opponents(monkeypatch, capsys):
+    """A signal (here raised as the command's ``Interrupted``) during the second opponent: the
+    first one's tables, the one line, exit code 130."""
+    import signal
+
+    from beastybar_jax.training.interrupt import Interrupted
+
+    diagnostic = experiment("belief")
+
+    def measure(observer, opponent, game, games, key, *, particles, epsilon, models):
+        if opponent.name != "heuristic":
+            raise Interrupted(signal.SIGINT)
+        scores = {"held": np.array([2.5]), "hand": np.array([4.0]), "log_lik": np.array([-5.0])}
+        return {**{m: scores for m in ("uniform", *models, "half")}, "turn": np.array([3]), "game": np.array([0])}
+
+    monkeypatch.setattr(diagnostic, "measure", measure)
+    argv = ["--observer", "champion", "--opponents", "heuristic,outcome_heuristic", "--plain"]
+    assert diagnostic.main(argv) == 130
+    captured = capsys.readouterr()
+    assert "heuristic  network" in captured.out and "outcome_heuristic" not in captured.out
+    assert captured.err.strip().splitlines()[-1] == ("interrupted by SIGINT after 1 of 2 opponents: "
+                                                     "the tables show the finished ones")
