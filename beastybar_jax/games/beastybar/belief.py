@@ -31,6 +31,7 @@ import jax.numpy as jnp
 
 from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.games.beastybar.actions import ACTION_CARD_SPECIES
+from beastybar_jax.games.beastybar.observe import _shuffle_hidden
 from beastybar_jax.games.beastybar.state import State
 from beastybar_jax.games.base import as_player
 
@@ -133,13 +134,6 @@ def draw_hand(belief: jax.Array, unseen: jax.Array, hand_size, key: jax.Array) -
     return certain | _draw(weights, hand_size - jnp.sum(certain), key)
 
 
-def _deck_in_random_order(cards: jax.Array, key: jax.Array) -> jax.Array:
-    """``int8[8]`` the species of ``cards`` (``bool[12]``) in a uniformly random order, -1 padded."""
-    order = jnp.argsort(jnp.where(cards, jax.random.uniform(key, cards.shape), 2.0))
-    slot = jnp.arange(C.DECK_SIZE)
-    return jnp.where(slot < jnp.sum(cards), order[slot], -1).astype(jnp.int8)
-
-
 def with_opponent_hand(state: State, player, hand: jax.Array, key: jax.Array) -> State:
     """``state`` as ``player`` may imagine it: the opponent holding ``hand`` (``bool[12]``, a
     subset of their unseen species of their hand's size), the rest of their unseen species
@@ -147,8 +141,9 @@ def with_opponent_hand(state: State, player, hand: jax.Array, key: jax.Array) ->
     player = as_player(player, C.NUM_PLAYERS)
     own_key, opponent_key = jax.random.split(key)
     species = jnp.arange(C.NUM_SPECIES)
-    own_deck = _deck_in_random_order(jnp.any(state.deck[player][:, None] == species[None, :], axis=0), own_key)
-    opponent_deck = _deck_in_random_order(unseen_species(state, player) & ~hand, opponent_key)
+    # sample_world's shuffle, with no card kept for a hand.
+    _, own_deck = _shuffle_hidden(own_key, jnp.any(state.deck[player][:, None] == species[None, :], axis=0), 0)
+    _, opponent_deck = _shuffle_hidden(opponent_key, unseen_species(state, player) & ~hand, 0)
     is_player = (jnp.arange(C.NUM_PLAYERS) == player)[:, None]
     return state.replace(hand=jnp.where(is_player, state.hand, hand[None, :]),
                          deck=jnp.where(is_player, own_deck[None, :], opponent_deck[None, :]))
