@@ -2,6 +2,8 @@
 
 Usage::
 
+    python experiments/train.py --config configs/h100.yaml --set eval_every=50
+    python experiments/train.py --config configs/ppo_h100.yaml --set eval_every=50
     python experiments/curves.py runs/h100 runs/ppo_h100 --out curves.png
 
 Each run directory must have been trained with periodic evaluation (``eval_every`` > 0),

@@ -30,7 +30,9 @@ opponent.
 suite of solved Beasty Bar endgame positions (``beastybar_jax.games.beastybar.endgame.suite``): the
 share of positions where its move keeps the best result, the shares where it throws
 away a win or a draw, the share of best-margin moves and the mean point margin lost
-against best play. ``--games N`` then uses N positions spread over the suite.
+against best play. ``--games N`` then uses N positions spread over the suite, and
+``--by turn`` (or ``moves``, ``result``, ``source``) adds the same scores per group of
+positions: by turn, number of legal moves, exact result, or the games they come from.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ import jax
 from beastybar_jax.agents import agent_names, default_opponent, make_agent
 from beastybar_jax.arena import RESULTS, MatchResult, elo_table, play_match
 from beastybar_jax.cli import OneLineParser, check_writable_file, int_in_range, seed as seed_arg
+from beastybar_jax.games.beastybar.endgame.suite import GROUPINGS
 from beastybar_jax.games import GAME_NAMES, get_game
 from beastybar_jax.seeds import seed_key
 from beastybar_jax.training.interrupt import active_command, signal_name, when_forced
@@ -88,6 +91,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--decided", action="store_true",
                         help="also tabulate the games by exact result at the endgame's entry and final result")
     parser.add_argument("--suite", metavar="PATH", help="with --endgames: a suite file (default: the package's)")
+    parser.add_argument("--by", choices=tuple(GROUPINGS),
+                        help="with --endgames: also score each group of positions (by turn, legal moves, "
+                             "exact result, or the games they come from)")
     parser.add_argument("--seed", type=seed_arg, default=0, help="match seed, in [0, 2**63) (default 0)")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON to PATH")
     parser.add_argument("--plain", action="store_true", help="plain text tables instead of rich")
@@ -104,6 +110,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         if args.opponents is not None:
             parser.error("--opponents applies to matches; --endgames scores --agent on solved positions")
         return args
+    if args.by is not None:
+        parser.error("--by groups the endgame suite's positions: it only applies with --endgames")
     if args.decided and get_game(args.game).exact_values is None:
         parser.error(f"--decided needs a game whose solver gives exact values (Game.exact_values); {args.game} "
                      f"has none")
@@ -266,13 +274,14 @@ def run_endgames(args: argparse.Namespace, log=print, finished: list | None = No
     """Score every ``--agent`` spec on the endgame suite (or ``--games`` positions of it).
     As :func:`run`: an interrupt stops after the agent being scored, the report holds the
     finished ones and ``"interrupted": True``; ``finished`` receives each ``(score,
-    seconds)`` as it comes."""
-    from beastybar_jax.games.beastybar.endgame.suite import SUITE_PATH, evaluate_agent, load_suite, spread
+    seconds, groups)`` as it comes (``groups``: ``[(label, score)]`` with ``--by``, else
+    empty)."""
+    from beastybar_jax.games.beastybar.endgame import suite as endgame_suite
 
-    whole = load_suite(args.suite or SUITE_PATH)
+    whole = endgame_suite.load_suite(args.suite or endgame_suite.SUITE_PATH)
     if args.games and args.games > len(whole):
         log(f"note: --games {args.games}: the suite has {len(whole)} positions, all of them are used")
-    suite = spread(whole, args.games or 0)
+    suite = endgame_suite.spread(whole, args.games or 0)
     agents = [make_agent(spec, game=get_game("beastybar")) for spec in _specs(args.agent, "--agent")]
     key = seed_key(args.seed)
     finished = [] if finished is None else finished
@@ -283,8 +292,10 @@ def run_endgames(args: argparse.Namespace, log=print, finished: list | None = No
                 signals.check()
             log(f"[{index + 1}/{len(agents)}] {agent.name}: {len(suite)} endgame positions ...")
             start = time.perf_counter()
-            score = evaluate_agent(agent, suite, jax.random.fold_in(key, index))
-            finished.append((score, time.perf_counter() - start))
+            moves = endgame_suite.agent_moves(agent, suite, jax.random.fold_in(key, index))
+            score = endgame_suite.score_moves(suite, moves, agent.name)
+            groups = endgame_suite.score_groups(suite, moves, args.by, agent.name) if args.by else []
+            finished.append((score, time.perf_counter() - start, groups))
         if signals is not None:
             signals.check()
     except KeyboardInterrupt as e:
@@ -295,31 +306,52 @@ def run_endgames(args: argparse.Namespace, log=print, finished: list | None = No
 
 
 def endgame_report(args, finished: list, agents: int, interrupted: bool, sources=None) -> dict:
-    """The JSON report of the ``finished`` ``(score, seconds)`` pairs (``_scores`` holds
-    the objects for the table)."""
+    """The JSON report of the ``finished`` ``(score, seconds, groups)`` triples
+    (``_scores`` holds the objects for the tables)."""
     from beastybar_jax.games.beastybar.endgame.suite import SUITE_PATH
+
+    def result(score, seconds, groups) -> dict:
+        row = dict(score.to_dict(), seconds_including_compile=round(seconds, 3))
+        if args.by:
+            row["groups"] = [dict(g.to_dict(), **{args.by: label}) for label, g in groups]
+        return row
 
     report = {
         "date": datetime.date.today().isoformat(),
         "machine": _machine(),
         "seed": args.seed,
         "suite": str(args.suite or SUITE_PATH),
-        "results": [dict(s.to_dict(), seconds_including_compile=round(t, 3)) for s, t in finished],
+        "results": [result(*done) for done in finished],
         "interrupted": interrupted,
         "agents": agents,
-        "_scores": [s for s, _ in finished],
+        "_scores": [(score, groups) for score, _, groups in finished],
     }
+    if args.by:
+        report["by"] = args.by
     if sources is not None:
         report["suite_sources"] = list(sources)
     return report
 
 
-def print_endgame_table(scores, plain: bool = False, out=None) -> None:
+def _endgame_cells(s) -> list[str]:
     pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
-    rows = [[s.agent, str(s.positions), pct(s.keeps_result), pct(s.throws_win), pct(s.throws_draw),
-             pct(s.best_margin), f"{s.margin_lost:.2f}",
-             "-" if s.keeps_at_stake is None else f"{pct(s.keeps_at_stake)} of {s.at_stake}"] for s in scores]
+    return [str(s.positions), pct(s.keeps_result), pct(s.throws_win), pct(s.throws_draw), pct(s.best_margin),
+            f"{s.margin_lost:.2f}", "-" if s.keeps_at_stake is None else f"{pct(s.keeps_at_stake)} of {s.at_stake}"]
+
+
+def print_endgame_table(scores, plain: bool = False, out=None, by: str | None = None) -> None:
+    """The agents' scores (``EndgameScore``), or ``(score, groups)`` pairs as
+    :func:`run_endgames` keeps them: then with ``by``, a second table of each agent's
+    groups (``--by``; shares over each group's positions)."""
+    pairs = [s if isinstance(s, tuple) else (s, []) for s in scores]
+    rows = [[s.agent, *_endgame_cells(s)] for s, _ in pairs]
     _print_table("solved endgames (moves against best play)", ENDGAME_HEADERS, rows, ("agent",), plain, out)
+    if by:
+        print(file=out or sys.stdout)
+        rows = [[s.agent, label, *_endgame_cells(g)] for s, groups in pairs for label, g in groups]
+        _print_table(f"solved endgames by {GROUPINGS[by]} (shares of each group's positions)",
+                     [ENDGAME_HEADERS[0], GROUPINGS[by], *ENDGAME_HEADERS[1:]], rows, ("agent", GROUPINGS[by]),
+                     plain, out)
 
 
 ENTRY_HEADERS = ["agent", "opponent", "at entry W-D-L", "entered won: W-D-L", "entered drawn: W-D-L",
@@ -390,7 +422,7 @@ def main(argv=None) -> int:
     if args.endgames:
         results, total = report.pop("_scores"), report["agents"]
         if results:
-            print_endgame_table(results, plain=args.plain)
+            print_endgame_table(results, plain=args.plain, by=args.by)
     else:
         results, elo, total = report.pop("_results"), report.pop("_elo"), report["pairings"]
         if results:
@@ -431,7 +463,7 @@ def _keep_finished(args, finished: list, signum: int) -> str:
     if args.endgames:
         report = endgame_report(args, done, -1, True)
         report.pop("agents")
-        print_endgame_table(report.pop("_scores"), plain=args.plain)
+        print_endgame_table(report.pop("_scores"), plain=args.plain, by=args.by)
     else:
         report = match_report(args, get_game(args.game), done, -1, True)
         results, elo = report.pop("_results"), report.pop("_elo")

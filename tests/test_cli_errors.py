@@ -87,12 +87,12 @@ def test_ctrl_c_in_evaluate_endgames_keeps_and_prints_the_agents_scored(tmp_path
     written (marked interrupted), exit code 130 (it said nothing was finished)."""
     from beastybar_jax.games.beastybar.endgame import suite as endgame_suite
 
-    def evaluate_agent(agent, suite, key, chunk=None):
+    def agent_moves(agent, suite, key, chunk=None):
         if agent.name == "heuristic":
             raise KeyboardInterrupt
-        return endgame_suite.score_moves(suite, suite.legal.argmax(axis=1), agent.name)
+        return suite.legal.argmax(axis=1)
 
-    monkeypatch.setattr(endgame_suite, "evaluate_agent", evaluate_agent)
+    monkeypatch.setattr(endgame_suite, "agent_moves", agent_moves)
     report = tmp_path / "report.json"
     code = evaluate.main(["--endgames", "--agent", "random,heuristic,greedy", "--games", "16", "--plain",
                           "--json", str(report)])
@@ -267,6 +267,8 @@ def _exit_code(main, argv) -> int:
     (evaluate.main, ["--round-robin", "random,heuristic", "--opponents", "random"], "no --agent or --opponents with"),
     (evaluate.main, ["--endgames", "--agent", "random", "--opponents", "heuristic"], "--opponents applies to matches"),
     (evaluate.main, ["--agent", "random", "--opponents", ""], "--opponents needs at least one agent name"),
+    (evaluate.main, ["--agent", "random", "--by", "turn"], "--by groups the endgame suite's positions"),
+    (evaluate.main, ["--endgames", "--agent", "random", "--by", "depth"], "argument --by: invalid choice"),
     (make_endgame_suite.main, ["--seed", "x"], "argument --seed: expected an integer seed"),
     (make_endgame_suite.main, ["--games", "-3"], "argument --games: must be at least 1"),
     (fit_endgames.main, ["--init", "scratch", "--rounds", "0"], "argument --rounds: must be at least 1"),

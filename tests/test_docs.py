@@ -133,11 +133,11 @@ def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, mo
 
     played = []
 
-    def evaluate_agent(agent, suite, key, chunk=None):  # --endgames: agents built, their moves stubbed
+    def agent_moves(agent, suite, key, chunk=None):  # --endgames: agents built, their moves stubbed
         played.append(agent.name)
-        return endgame_suite.score_moves(suite, suite.legal.argmax(axis=1), agent.name)
+        return suite.legal.argmax(axis=1)
 
-    monkeypatch.setattr(endgame_suite, "evaluate_agent", evaluate_agent)
+    monkeypatch.setattr(endgame_suite, "agent_moves", agent_moves)
     monkeypatch.setattr(evaluate, "play_match", stub_match(played))
     argv = with_trained_runs(argv_of(command, "experiments/evaluate.py"), trained_run)
     report = tmp_path / "results.json"
@@ -146,7 +146,12 @@ def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, mo
     listed = [flag for flag in ("--opponents", "--round-robin") if flag in argv]
     named = argv[argv.index(listed[0]) + 1].split(",") if listed else []
     assert played and all(name in out for name in named), (named, out)
-    assert len(json.loads(report.read_text())["results"]) == len(played)
+    results = json.loads(report.read_text())["results"]
+    assert len(results) == len(played)
+    if "--by" in argv:  # each agent's groups split its positions
+        by = argv[argv.index("--by") + 1]
+        assert all(sum(g["positions"] for g in r["groups"]) == r["positions"] and by in r["groups"][0]
+                   for r in results), results
 
 
 @pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/value_of_information.py" in c[1]])
@@ -296,6 +301,28 @@ def test_exploit_commands_run(where, command, trained_run, tmp_path, capsys):
     report = json.loads(report.read_text())
     assert report["match"]["games"] == 4
     assert report["iterations"] == report["training"]["iterations"] == 2  # the budget, whatever --minutes says
+
+
+@pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/curves.py" in c[1]])
+def test_curves_commands_name_runs_the_docs_train_with_those_evaluations(where, command):
+    """Each run a documented curves.py command reads is trained by a command of the same
+    page that evaluates it periodically against every opponent the curves name: the
+    configs evaluate nothing by default (``eval_every: 0``), so a curve of a plain run fails."""
+    from beastybar_jax.config import load_config
+
+    train_cli = experiment("train")
+    trained = {}
+    for page, other in COMMANDS:
+        if page == where and "experiments/train.py" in other:
+            args = train_cli.parse_args(argv_of(other, "experiments/train.py"))
+            config = load_config(args.config, args.overrides)
+            trained[config.resolved_run_dir.rstrip("/")] = config
+    argv = argv_of(command, "experiments/curves.py")
+    opponents = argv[argv.index("--opponents") + 1].split(",") if "--opponents" in argv else []
+    for run in [w.rstrip("/") for w in argv if w.startswith("runs/")]:
+        assert run in trained, f"{where}: no command on the page trains {run}"
+        assert trained[run].eval_every > 0, f"{where}: {run} is trained without evaluations (eval_every: 0)"
+        assert set(opponents) <= set(trained[run].eval_opponents), (run, opponents, trained[run].eval_opponents)
 
 
 @pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/curves.py" in c[1]])

@@ -438,6 +438,38 @@ def test_endgame_scores(suite):
     assert 0.2 < random.keeps_result < 0.95 and random.margin_lost > 0
 
 
+def test_scores_by_turn_result_moves_and_source_are_each_groups_own(suite):
+    """``score_groups``: every position in exactly one group, each group's shares counted
+    over its own positions here by hand, and the groups' throws adding up to the suite's."""
+    from beastybar_jax.games.beastybar.endgame.suite import position_groups, score_groups, score_moves
+
+    rng = np.random.default_rng(1)
+    moves = np.array([rng.choice(np.flatnonzero(row)) for row in suite.legal])
+    chosen = np.sign(suite.action_margin[np.arange(len(suite)), moves])
+    turn = np.asarray(suite.states.turn)
+    by_turn = score_groups(suite, moves, "turn")
+    assert [label for label, _ in by_turn] == [str(t) for t in sorted(set(turn.tolist()))]
+    for label, score in by_turn:
+        at = turn == int(label)
+        assert score.positions == at.sum()
+        assert score.throws_win == pytest.approx(np.mean((suite.result[at] == 1) & (chosen[at] < 1)))
+        assert score.keeps_result == pytest.approx(np.mean(chosen[at] == suite.result[at]))
+    whole = score_moves(suite, moves)
+    assert sum(s.throws_win * s.positions for _, s in by_turn) == pytest.approx(whole.throws_win * len(suite))
+    by_result = dict(score_groups(suite, moves, "result"))
+    assert list(by_result) == ["won", "drawn", "lost"]
+    assert by_result["won"].positions == (suite.result == 1).sum() and by_result["lost"].throws_win == 0.0
+    assert by_result["won"].keeps_result == pytest.approx(1 - by_result["won"].throws_win)  # a won game kept or thrown
+    for by in ("moves", "source"):
+        index = np.concatenate([i for _, i in position_groups(suite, by)])
+        np.testing.assert_array_equal(np.sort(index), np.arange(len(suite)))  # a partition
+    assert [label for label, _ in position_groups(suite, "source")] == list(suite.sources)
+    moves_of = dict(position_groups(suite, "moves"))
+    assert (suite.legal[moves_of["2"]].sum(axis=1) == 2).all()
+    with pytest.raises(ValueError, match="grouped by one of turn, moves, result, source"):
+        position_groups(suite, "depth")
+
+
 # ----------------------------------------------------------------------------- exact value targets
 
 

@@ -18,6 +18,8 @@ margins differ), with the exact final point margin after every legal move
   differs), None where a subset holds none; ``at_stake``: how many there are.
 
 Scores need no search at evaluation time: the stored margins are exact.
+:func:`score_groups` scores the same moves per group of positions (by turn, number of
+legal moves, exact result or source), to see where an agent loses results.
 """
 
 from __future__ import annotations
@@ -218,6 +220,42 @@ def score_moves(suite: Suite, actions, agent: str = "agent") -> EndgameScore:
         keeps_at_stake=float(np.mean(kept[at_stake])) if at_stake.any() else None,
         at_stake=int(at_stake.sum()),
     )
+
+
+GROUPINGS = {  # how score_groups can split the suite: the name, and its label in tables
+    "turn": "turn",
+    "moves": "legal moves",
+    "result": "exact result",
+    "source": "from games of",
+}
+_RESULT_NAMES = {1: "won", 0: "drawn", -1: "lost"}
+
+
+def position_groups(suite: Suite, by: str) -> list[tuple[str, np.ndarray]]:
+    """``[(label, index int[n]), ...]``: the suite's positions split by ``by`` (a key of
+    ``GROUPINGS``): the turn they are at, their number of legal moves, their exact result
+    for the mover (won, drawn, lost) or the pairing of agents whose games they come from;
+    groups in the order of that value, empty ones left out. ``ValueError`` for another
+    ``by``."""
+    if by not in GROUPINGS:
+        raise ValueError(f"positions are grouped by one of {', '.join(GROUPINGS)}; got {by!r}")
+    if by == "source":
+        value, label = suite.source.astype(np.int64), lambda v: suite.sources[v]
+    elif by == "result":
+        value, label = -suite.result.astype(np.int64), lambda v: _RESULT_NAMES[-v]  # won first
+    else:
+        value = (np.asarray(suite.states["turn"]) if by == "turn" else suite.legal.sum(axis=1)).astype(np.int64)
+        label = str
+    return [(label(v), np.flatnonzero(value == v)) for v in np.unique(value)]
+
+
+def score_groups(suite: Suite, actions, by: str, agent: str = "agent") -> list[tuple[str, EndgameScore]]:
+    """:func:`score_moves` of each group of :func:`position_groups`: ``[(label, score)]``,
+    each score's shares taken over its group's positions."""
+    actions = np.asarray(actions)
+    score_moves(suite, actions, agent)  # the same checks of the actions as the whole suite's
+    return [(label, score_moves(suite.subset(index), actions[index], agent))
+            for label, index in position_groups(suite, by)]
 
 
 CHUNK = 1024  # positions per compiled call of an agent
