@@ -286,7 +286,8 @@ def check_resume_config(saved: TrainConfig, given: TrainConfig, updates_per_iter
         listed = ", ".join(f"{k}: saved {a!r}, given {b!r}" for k, (a, b) in diff.items())
         raise CheckpointError(
             f"cannot resume {path}: the config differs from the saved run ({listed}); resume with the "
-            f"run's config (saved in the checkpoint) or start a new run with another name")
+            f"run's config (--config with the run directory's config.json, which holds it) or start a new "
+            f"run with another name")
     old = decay_steps(saved, saved.num_iterations * updates_per_iteration(saved))
     new = decay_steps(given, given.num_iterations * updates_per_iteration(given))
     if old != new and not allow_schedule_change:
@@ -526,8 +527,10 @@ def load_agent(run_dir_or_checkpoint: str | os.PathLike) -> TrainedModel:
     intact one, with a :class:`DamagedCheckpointWarning`; a damaged checkpoint named
     explicitly is an error. Raises :class:`CheckpointError` when the path is missing,
     holds no checkpoint or no intact one. A directory holding an exported network
-    (:func:`save_exported`) is read by :func:`load_exported`.
+    (:func:`save_exported`) is read by :func:`load_exported`. A leading ``~`` is expanded
+    (``checkpoint:~/runs/x`` reaches no shell).
     """
+    run_dir_or_checkpoint = os.path.expanduser(os.fspath(run_dir_or_checkpoint))
     if os.path.isfile(os.path.join(run_dir_or_checkpoint, EXPORT_PARAMS)):
         return load_exported(run_dir_or_checkpoint)
     directory, step = _resolve(run_dir_or_checkpoint)

@@ -67,6 +67,8 @@ def _specs(text: str, flag: str) -> list[str]:
     specs = [s.strip() for s in text.split(",") if s.strip()]
     if not specs:
         raise ValueError(f"{flag} needs at least one agent name, e.g. {flag} random,heuristic")
+    if len(set(specs)) != len(specs):  # the same agent twice: two rows that differ by their draws alone
+        raise ValueError(f"{flag} names an agent twice: {specs}")
     return specs
 
 
@@ -187,8 +189,6 @@ def run(args: argparse.Namespace, log=print, finished: list | None = None) -> di
     game = get_game(args.game)
     if args.round_robin is not None:
         names = _specs(args.round_robin, "--round-robin")
-        if len(set(names)) != len(names):
-            raise ValueError(f"--round-robin names an agent twice: {names}")
         if len(names) < 2:
             raise ValueError("--round-robin needs at least two agents")
         agents = [make_agent(n, game=game) for n in names]

@@ -33,8 +33,12 @@ def main(argv=None) -> int:
         print(f"error: the champion plays Beasty Bar; {args.run_dir} was trained on {model.config.game}",
               file=sys.stderr)
         return 2
-    out = save_exported(model, args.out, info={"iteration": model.iteration, "config_name": model.config.name,
-                                               "seed": model.config.seed})
+    try:  # a run directory as --out is refused (checkpoint: would name the export, not the run)
+        out = save_exported(model, args.out, info={"iteration": model.iteration, "config_name": model.config.name,
+                                                   "seed": model.config.seed})
+    except CheckpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"wrote the champion (iteration {model.iteration} of {model.config.name}) to {out}")
     return 0
 

@@ -130,6 +130,12 @@ def actions_on(agents):
     return jax.device_get(run(jax.random.key(7)))
 
 
+def test_a_network_agents_search_is_a_search_config(network_and_params):
+    network, params = network_and_params
+    with pytest.raises(TypeError, match=r"SearchConfig \(e.g. SearchConfig\(num_simulations=32\)\)"):
+        network_agent(network, params, search=32, game=game.BEASTYBAR)
+
+
 def test_positions_are_varied_and_unfinished(actions_on):
     states, twins, _, _, _, obs, twin_obs, _ = actions_on
     assert not states.terminated.any()

@@ -149,7 +149,11 @@ def test_export_writes_a_champion_that_loads_to_the_same_parameters(tmp_path):
     import numpy as np
 
     run = tiny_training.full_run()
-    assert experiment("export_champion").main([str(run["run_dir"]), "--out", str(tmp_path)]) == 0
+    export = experiment("export_champion")
+    assert export.main([str(run["run_dir"]), "--out", str(tmp_path)]) == 0
+    # Into a run directory: one line and exit code 2 (was a traceback), nothing written.
+    assert export.main([str(tmp_path), "--out", str(run["run_dir"])]) == 2
+    assert not (run["run_dir"] / "params.msgpack").exists()
     model = load_exported(tmp_path)
     assert model.config.network == run["config"].network
     for a, b in zip(jax.tree.leaves(model.params), jax.tree.leaves(run["state"].params)):

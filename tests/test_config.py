@@ -183,6 +183,34 @@ def test_run_names_that_would_misplace_the_run(override, fragment):
         load_config(CONFIGS / "tiny.yaml", [override])
 
 
+@pytest.mark.parametrize("name", ["tiny.yaml", "ppo_quick.yaml"])
+def test_a_runs_saved_config_json_is_a_config(name, tmp_path):
+    """``config.json`` holds every section, the unused algorithm's at its defaults: it
+    loads as the run's config (to resume it or train its like), where a changed key of
+    the unused section is still refused."""
+    import json
+
+    config = load_config(CONFIGS / name)
+    saved = tmp_path / "config.json"
+    saved.write_text(json.dumps(config.to_dict()))
+    assert load_config(saved) == config
+    other = "ppo" if config.algorithm == "alphazero" else "alphazero"
+    with pytest.raises(ConfigError, match=f"'{other}.num_minibatches' has no effect|'{other}.batch_size' has no"):
+        load_config(saved, [f"{other}.{'num_minibatches' if other == 'ppo' else 'batch_size'}=3"])
+
+
+def test_a_home_directory_in_run_dir_is_expanded(monkeypatch, tmp_path):
+    """A config file's ``~`` reaches no shell: it made a directory named ``~`` beside the
+    command. Run directories and ``checkpoint:`` paths expand it."""
+    from beastybar_jax.checkpoint import CheckpointError, load_agent
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    config = load_config(CONFIGS / "tiny.yaml", ["run_dir=~/runs/{name}"])
+    assert config.resolved_run_dir == str(tmp_path / "runs" / "tiny")
+    with pytest.raises(CheckpointError, match=re.escape(str(tmp_path / "nowhere"))):
+        load_agent("~/nowhere")
+
+
 def test_search_config_takes_numpy_scalars_as_plain_numbers():
     """``SearchConfig(num_simulations=np.int64(8))`` was refused ("must be a positive
     integer, got np.int64(8)"); it is kept as a plain int, so configs still serialize."""

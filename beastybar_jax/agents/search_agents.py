@@ -113,7 +113,13 @@ def network_agent(network, params, *, search: SearchConfig | None = None, name: 
         (ties at random). A ``SearchConfig``: run ``run_search`` with the network
         as evaluator, evaluation play (no noise).
       name: the agent's name in tables.
+
+    Raises ``TypeError`` for a ``search`` that is not a ``SearchConfig`` (``search=32``
+    failed later, deep in the first move).
     """
+    if search is not None and not isinstance(search, SearchConfig):
+        raise TypeError(f"network_agent's search is a SearchConfig (e.g. SearchConfig(num_simulations=32)) or "
+                        f"None for the raw policy; got {search!r}")
     evaluate = search_lib.network_evaluator(game, network, params)
     setup = SearchSetup(lambda key: evaluate, search, learned_prior=True)
     if search is None:

@@ -128,7 +128,9 @@ class TrainConfig:
 
     @property
     def resolved_run_dir(self) -> str:
-        return self.run_dir.replace("{name}", self.name)
+        """``run_dir`` with ``{name}`` filled in and a leading ``~`` expanded (a YAML file's
+        ``~`` reaches no shell)."""
+        return os.path.expanduser(self.run_dir.replace("{name}", self.name))
 
     @property
     def section(self):
@@ -385,16 +387,20 @@ def check_evaluates_something(config: TrainConfig) -> None:
 def check_sections_used(data: Mapping[str, Any]) -> None:
     """Raise :class:`ConfigError` for keys of the algorithm the run does not use (a
     ``ppo:`` section in an AlphaZero config, ``alphazero:`` keys in a PPO one); they
-    would be ignored without a word. (The ``search:`` section is shared: evaluations
-    with ``eval_simulations`` and search agents use it under every algorithm.)"""
+    would be ignored without a word. Keys at their defaults pass, as a run's saved
+    ``config.json`` (every section, the unused one at its defaults) is a config too.
+    (The ``search:`` section is shared: evaluations with ``eval_simulations`` and search
+    agents use it under every algorithm.)"""
     algorithm = data.get("algorithm", TrainConfig.algorithm)
     if algorithm not in ALGORITHM_NAMES:
         return  # validation names the bad algorithm
+    defaults = TrainConfig().to_dict()
     for section in ALGORITHM_NAMES:  # each algorithm's section is named after it
         given = data.get(section)
         if section == algorithm or not isinstance(given, Mapping):
             continue
-        ignored = sorted(given)
+        default = defaults.get(section, {})
+        ignored = sorted(key for key, value in given.items() if key not in default or value != default[key])
         if ignored:
             raise ConfigError(f"config key '{section}.{ignored[0]}' has no effect with algorithm: {algorithm}; remove "
                               f"the {section} keys ({', '.join(ignored)}) or set algorithm: {section}")
