@@ -140,6 +140,10 @@ def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, mo
     monkeypatch.setattr(endgame_suite, "agent_moves", agent_moves)
     monkeypatch.setattr(evaluate, "play_match", stub_match(played))
     argv = with_trained_runs(argv_of(command, "experiments/evaluate.py"), trained_run)
+    # Several documented runs stand in as the one tiny run: name each agent once (evaluate.py
+    # refuses an agent named twice).
+    argv = [",".join(dict.fromkeys(w.split(","))) if i and argv[i - 1] in ("--agent", "--opponents") else w
+            for i, w in enumerate(argv)]
     report = tmp_path / "results.json"
     assert evaluate.main(argv + ["--games", "4", "--plain", "--json", str(report)]) == 0
     out = capsys.readouterr().out
