@@ -324,7 +324,8 @@ def endgame_report(args, finished: list, agents: int, interrupted: bool, sources
         "results": [result(*done) for done in finished],
         "interrupted": interrupted,
         "agents": agents,
-        "_scores": [(score, groups) for score, _, groups in finished],
+        "_scores": [score for score, _, _ in finished],
+        "_groups": [groups for _, _, groups in finished],
     }
     if args.by:
         report["by"] = args.by
@@ -339,16 +340,14 @@ def _endgame_cells(s) -> list[str]:
             f"{s.margin_lost:.2f}", "-" if s.keeps_at_stake is None else f"{pct(s.keeps_at_stake)} of {s.at_stake}"]
 
 
-def print_endgame_table(scores, plain: bool = False, out=None, by: str | None = None) -> None:
-    """The agents' scores (``EndgameScore``), or ``(score, groups)`` pairs as
-    :func:`run_endgames` keeps them: then with ``by``, a second table of each agent's
-    groups (``--by``; shares over each group's positions)."""
-    pairs = [s if isinstance(s, tuple) else (s, []) for s in scores]
-    rows = [[s.agent, *_endgame_cells(s)] for s, _ in pairs]
+def print_endgame_table(scores, plain: bool = False, out=None, by: str | None = None, groups=()) -> None:
+    """The agents' scores (``EndgameScore``); with ``by``, a second table of each agent's
+    ``groups`` (``[(label, score)]`` per agent, ``--by``; shares over each group's positions)."""
+    rows = [[s.agent, *_endgame_cells(s)] for s in scores]
     _print_table("solved endgames (moves against best play)", ENDGAME_HEADERS, rows, ("agent",), plain, out)
     if by:
         print(file=out or sys.stdout)
-        rows = [[s.agent, label, *_endgame_cells(g)] for s, groups in pairs for label, g in groups]
+        rows = [[s.agent, label, *_endgame_cells(g)] for s, kept in zip(scores, groups) for label, g in kept]
         _print_table(f"solved endgames by {GROUPINGS[by]} (shares of each group's positions)",
                      [ENDGAME_HEADERS[0], GROUPINGS[by], *ENDGAME_HEADERS[1:]], rows, ("agent", GROUPINGS[by]),
                      plain, out)
@@ -420,9 +419,9 @@ def main(argv=None) -> int:
         warnings.formatwarning = format_warning
     signum = report.pop("_signum")
     if args.endgames:
-        results, total = report.pop("_scores"), report["agents"]
+        results, groups, total = report.pop("_scores"), report.pop("_groups"), report["agents"]
         if results:
-            print_endgame_table(results, plain=args.plain, by=args.by)
+            print_endgame_table(results, plain=args.plain, by=args.by, groups=groups)
     else:
         results, elo, total = report.pop("_results"), report.pop("_elo"), report["pairings"]
         if results:
@@ -463,7 +462,7 @@ def _keep_finished(args, finished: list, signum: int) -> str:
     if args.endgames:
         report = endgame_report(args, done, -1, True)
         report.pop("agents")
-        print_endgame_table(report.pop("_scores"), plain=args.plain, by=args.by)
+        print_endgame_table(report.pop("_scores"), plain=args.plain, by=args.by, groups=report.pop("_groups"))
     else:
         report = match_report(args, get_game(args.game), done, -1, True)
         results, elo = report.pop("_results"), report.pop("_elo")

@@ -26,17 +26,12 @@ def main(argv=None) -> int:
     try:
         model = load_agent(args.run_dir)  # first: a run that is not there leaves no empty --out behind
         check_writable_directory(args.out, "--out")
-    except (ValueError, CheckpointError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if model.config.game != "beastybar":
-        print(f"error: the champion plays Beasty Bar; {args.run_dir} was trained on {model.config.game}",
-              file=sys.stderr)
-        return 2
-    try:  # a run directory as --out is refused (checkpoint: would name the export, not the run)
+        if model.config.game != "beastybar":
+            raise ValueError(f"the champion plays Beasty Bar; {args.run_dir} was trained on {model.config.game}")
+        # A run directory as --out is refused (checkpoint: would name the export, not the run).
         out = save_exported(model, args.out, info={"iteration": model.iteration, "config_name": model.config.name,
                                                    "seed": model.config.seed})
-    except CheckpointError as e:
+    except (ValueError, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"wrote the champion (iteration {model.iteration} of {model.config.name}) to {out}")

@@ -192,13 +192,18 @@ class EndgameScore:
         return dataclasses.asdict(self)
 
 
-def score_moves(suite: Suite, actions, agent: str = "agent") -> EndgameScore:
-    """The score of one chosen action per suite position (``int[N]``; ``ValueError`` for
-    another shape or a non-integer dtype, which would be scored wrong)."""
+def _checked_actions(suite: Suite, actions) -> np.ndarray:
     actions = np.asarray(actions)
     if actions.shape != (len(suite),) or not np.issubdtype(actions.dtype, np.integer):
         raise ValueError(f"score_moves takes one integer action per position, shape ({len(suite)},); "
                          f"got shape {actions.shape}, dtype {actions.dtype}")
+    return actions
+
+
+def score_moves(suite: Suite, actions, agent: str = "agent") -> EndgameScore:
+    """The score of one chosen action per suite position (``int[N]``; ``ValueError`` for
+    another shape or a non-integer dtype, which would be scored wrong)."""
+    actions = _checked_actions(suite, actions)
     rows = np.arange(len(suite))
     in_range = (actions >= 0) & (actions < game.NUM_ACTIONS)
     safe = np.clip(actions, 0, game.NUM_ACTIONS - 1)
@@ -252,8 +257,7 @@ def position_groups(suite: Suite, by: str) -> list[tuple[str, np.ndarray]]:
 def score_groups(suite: Suite, actions, by: str, agent: str = "agent") -> list[tuple[str, EndgameScore]]:
     """:func:`score_moves` of each group of :func:`position_groups`: ``[(label, score)]``,
     each score's shares taken over its group's positions."""
-    actions = np.asarray(actions)
-    score_moves(suite, actions, agent)  # the same checks of the actions as the whole suite's
+    actions = _checked_actions(suite, actions)
     return [(label, score_moves(suite.subset(index), actions[index], agent))
             for label, index in position_groups(suite, by)]
 
