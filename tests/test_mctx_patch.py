@@ -1,17 +1,21 @@
-"""mctx_patch: our replacement of mctx's search loop gives bitwise the trees, actions
-and weights of stock mctx, and its compiled loops rewrite no tree-sized buffer.
+"""mctx_patch: both of our search loops build bitwise the trees of stock mctx, with its
+actions and (to float rounding) its weights; their compiled loops rewrite no tree-sized
+buffer; the static loop holds no host round trip inside a simulation.
 
-Each case is compiled twice, once inside ``mctx_patch.stock_mctx()`` (mctx's own
-``search``/``backward``) and once patched, at XLA's cheapest backend optimisation
-level (the HLO passes that decide copies and selects still run). The policy cases
-search a small synthetic model (pseudo-random priors, values, rewards and discounts
-of -1, 1, 0.9 and 0, a root with every action invalid like a finished game); the
-world case runs ``run_search`` on Beasty Bar with ``K > 1`` determinizations and a
-finished game among the roots. Compiling costs ~40 s of CPU in all.
+Each case is compiled once per loop: inside ``mctx_patch.stock_mctx()`` (mctx's own
+``search``/``backward``), with the ``"dynamic"`` loop (the CPU's) and with the
+``"static"`` one (the GPU's; on a CPU its walk is XLA operations, the Pallas walk is
+checked against it apart), at XLA's cheapest backend optimisation level (the HLO passes
+that decide copies and selects still run). The policy cases search a small synthetic
+model (pseudo-random priors, values, rewards and discounts of -1, 1, 0.9 and 0, a root
+with every action invalid like a finished game); the world case runs ``run_search`` on
+Beasty Bar with ``K > 1`` determinizations and a finished game among the roots, against
+stock mctx without a depth bound.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import jax
@@ -28,14 +32,14 @@ from helpers import random_playout
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
-MODES = {"stock": mctx_patch.stock_mctx, "patched": mctx_patch.installed,
-         "unroll-3": lambda: mctx_patch.installed(unroll=3)}
+MODES = {"stock": mctx_patch.stock_mctx, "dynamic": lambda: mctx_patch.installed(loop="dynamic"),
+         "static": lambda: mctx_patch.installed(loop="static-xla")}
+LOOPS = ("dynamic", "static")
 
 
 def compile_search(fn, *args, mode: str):
-    """``fn`` compiled for ``args`` with stock mctx, the patched search, or the patched
-    search taking 3 steps per loop iteration. ``fn`` must be a fresh function:
-    ``jax.jit`` caches traces per function."""
+    """``fn`` compiled for ``args`` with stock mctx or one of our loops. ``fn`` must be a
+    fresh function: ``jax.jit`` caches traces per function."""
     with MODES[mode]():
         return jax.jit(fn).lower(*args).compile(FAST_COMPILE)
 
@@ -47,6 +51,16 @@ def assert_bitwise_equal(expected, actual):
         want, got = np.asarray(want), np.asarray(got)
         assert want.dtype == got.dtype and want.shape == got.shape
         np.testing.assert_array_equal(want.view(np.uint8), got.view(np.uint8))  # bits, NaNs included
+
+
+def assert_same_search(expected, actual, weights: str):
+    """The trees bitwise equal; the actions equal; ``weights`` (the policy's output
+    computed from the root after the search) equal to float rounding: XLA compiles that
+    softmax anew around each loop, and its vectorised ``exp`` may round the last bit
+    otherwise."""
+    expected, actual = dict(expected), dict(actual)
+    np.testing.assert_allclose(np.asarray(actual.pop(weights)), np.asarray(expected.pop(weights)), rtol=2e-6, atol=1e-7)
+    assert_bitwise_equal(expected, actual)
 
 
 # ----------------------------------------------------------------------------- the synthetic model
@@ -97,9 +111,6 @@ POLICY_CASES = {
 }
 
 
-UNROLL_CASES = ("gumbel-20-depth3", "puct-13")
-
-
 def policy_search(policy: str, num_simulations: int, max_depth):
     """A fresh ``search(key) -> mctx.PolicyOutput`` of the synthetic model."""
 
@@ -118,23 +129,23 @@ def policy_search(policy: str, num_simulations: int, max_depth):
 @pytest.fixture(scope="module")
 def policy_searches():
     """``{mode: compiled(key) -> {case: mctx.PolicyOutput}}``: the cases in one
-    program per mode (one compile each); unroll-3 runs two of them."""
+    program per mode (one compile each)."""
 
     def fresh_searches(names):
         searches = {name: policy_search(**POLICY_CASES[name]) for name in names}
         return lambda key: {name: search(key) for name, search in searches.items()}
 
-    return {mode: compile_search(fresh_searches(UNROLL_CASES if mode == "unroll-3" else POLICY_CASES),
-                                 jax.random.key(0), mode=mode)
-            for mode in MODES}
+    return {mode: compile_search(fresh_searches(POLICY_CASES), jax.random.key(0), mode=mode) for mode in MODES}
 
 
 # ----------------------------------------------------------------------------- Beasty Bar worlds
 
 WORLD_STATES = 3
 # PUCT and max_depth are covered by the policy cases; this one runs our recurrent
-# function, worlds and combine (one compile per mode: they cost ~10 s of CPU each).
+# function, worlds and combine (one compile per mode: they cost ~10 s of CPU each), with
+# run_search's depth bound (the game's length + 2), against stock mctx without one.
 WORLD_CASES = {"gumbel-K2": SearchConfig(algorithm="gumbel", num_simulations=12, num_determinizations=2)}
+UNBOUNDED = 1_000  # a max_depth no walk reaches: stock mctx's own search
 
 
 def small_evaluator():
@@ -164,15 +175,18 @@ def world_states():
 
 @pytest.fixture(scope="module")
 def world_searches(world_states):
-    """``{"stock" | "patched": compiled(states, key) -> {case: SearchOutput}}``."""
+    """``{mode: compiled(states, key) -> {case: SearchOutput}}``; stock mctx searches
+    without a depth bound."""
 
-    def fresh_searches():
+    def fresh_searches(bound):
         evaluate = small_evaluator()
+        configs = {name: dataclasses.replace(config, max_depth=bound) for name, config in WORLD_CASES.items()}
         return lambda states, key: {name: run_search(BEASTYBAR, evaluate, states, key, config, add_noise=True)
-                                    for name, config in WORLD_CASES.items()}
+                                    for name, config in configs.items()}
 
-    return {mode: compile_search(fresh_searches(), world_states, jax.random.key(0), mode=mode)
-            for mode in ("stock", "patched")}
+    return {mode: compile_search(fresh_searches(UNBOUNDED if mode == "stock" else None), world_states,
+                                 jax.random.key(0), mode=mode)
+            for mode in MODES}
 
 
 # ----------------------------------------------------------------------------- bitwise identity
@@ -181,12 +195,12 @@ def world_searches(world_states):
 @pytest.mark.slow
 @pytest.mark.gpu
 @pytest.mark.parametrize("seed", [0, 1])
-@pytest.mark.parametrize("mode", ["patched", "unroll-3"])
-def test_patched_policies_build_bitwise_the_trees_of_stock_mctx(policy_searches, seed, mode):
+@pytest.mark.parametrize("mode", LOOPS)
+def test_our_loops_build_bitwise_the_trees_of_stock_mctx(policy_searches, seed, mode):
     key = jax.random.key(seed)
     stock, patched = policy_searches["stock"](key), policy_searches[mode](key)
     for name in patched:
-        assert_bitwise_equal(stock[name], patched[name])  # action, action_weights and the whole search_tree
+        assert_same_search(stock[name], patched[name], weights="action_weights")
         tree, num_simulations = patched[name].search_tree, POLICY_CASES[name]["num_simulations"]
         assert int(tree.node_visits[1, 0]) == num_simulations + 1
         assert int(jnp.sum(tree.children_visits[:, 0])) == POLICY_BATCH * num_simulations
@@ -195,11 +209,12 @@ def test_patched_policies_build_bitwise_the_trees_of_stock_mctx(policy_searches,
 @pytest.mark.slow
 @pytest.mark.gpu
 @pytest.mark.parametrize("seed", [0, 1])
-def test_run_search_over_worlds_is_bitwise_stock_mctx(world_searches, world_states, seed):
+@pytest.mark.parametrize("mode", LOOPS)
+def test_run_search_over_worlds_with_the_games_depth_bound_is_stock_mctx(world_searches, world_states, seed, mode):
     key = jax.random.key(seed)
-    stock, patched = world_searches["stock"](world_states, key), world_searches["patched"](world_states, key)
+    stock, patched = world_searches["stock"](world_states, key), world_searches[mode](world_states, key)
     for name, config in WORLD_CASES.items():
-        assert_bitwise_equal(stock[name], patched[name])
+        assert_same_search(stock[name], patched[name], weights="action_weights")
         assert int(patched[name].visit_counts[2].sum()) == 0  # the finished game
         assert int(patched[name].visit_counts[0].sum()) == config.num_simulations * config.num_determinizations
 
@@ -210,7 +225,7 @@ def test_backward_is_a_drop_in_for_mctx_backward(policy_searches):
     ``backward`` does."""
     with mctx_patch.stock_mctx():
         stock_backward = mctx_search.backward
-    tree = policy_searches["patched"](jax.random.key(2))["puct-20-depth4"].search_tree
+    tree = policy_searches["dynamic"](jax.random.key(2))["puct-20-depth4"].search_tree
     # The deepest-numbered node of each tree (with max_depth, not every slot is used),
     # and the root of tree 1.
     leaves = np.max(np.where(np.asarray(tree.parents) >= 0, np.arange(tree.parents.shape[1]), 0), axis=1)
@@ -287,9 +302,11 @@ def tree_sized_rewrites(hlo_text: str, batch: int, num_nodes: int) -> list[str]:
 
 @pytest.mark.slow
 def test_search_loops_rewrite_no_tree_sized_buffer(policy_searches, world_searches):
-    """The patched search updates the tree in place: no loop body holds a copy,
-    select or other full write of a ``[B, N+1, ...]`` buffer. Stock mctx's backward
-    does (a select of the whole tree per step up), which the check must catch.
+    """Both loops update the tree in place: no loop body holds a copy, select or other
+    full write of a ``[B, N+1, ...]`` buffer. Stock mctx's backward does (a select of
+    the whole tree per step up), which the check must catch. The static loop's path
+    arrays are ``[B, max_depth + 1]``, so it is checked where ``max_depth < N``: with
+    the depth bound at ``N`` they take the tree's leading shape.
     The patterns are those of XLA:CPU's programs (CI); a GPU compiler schedules
     buffers its own way, and there the speed is shown by ``benchmark.py search``."""
     if jax.default_backend() != "cpu":
@@ -301,7 +318,8 @@ def test_search_loops_rewrite_no_tree_sized_buffer(policy_searches, world_search
     programs.update({("world", mode): compiled.as_text() for mode, compiled in world_searches.items()})
     for (kind, mode), program in programs.items():
         for name, (batch, num_nodes) in shapes.items():
-            if (name in POLICY_CASES) == (kind == "policy") and (mode != "unroll-3" or name in UNROLL_CASES):
+            bounded = name in POLICY_CASES and POLICY_CASES[name]["max_depth"] is not None
+            if (name in POLICY_CASES) == (kind == "policy") and (mode != "static" or bounded):
                 rewrites = tree_sized_rewrites(program, batch, num_nodes)
                 assert bool(rewrites) == (mode == "stock"), (mode, name, rewrites[:3])
 
@@ -310,19 +328,21 @@ def test_search_loops_rewrite_no_tree_sized_buffer(policy_searches, world_search
 
 
 def test_install_is_idempotent_and_blocks_restore_the_previous_search():
-    assert mctx_patch.installed_unroll() == 1  # loading run_search installed it
+    assert mctx_patch.installed_loop() == "auto"  # loading run_search installed it
     mctx_patch.install()
-    assert mctx_search.search is mctx_patch.search and mctx.search is mctx_patch.search
+    assert mctx_search.search.func is mctx_patch.search and mctx.search is mctx_search.search
     assert mctx_search.backward is mctx_patch.backward
     with mctx_patch.stock_mctx():
         assert not mctx_patch.is_installed()
         assert mctx_search.backward is not mctx_patch.backward and mctx.search is mctx_search.search
-        with mctx_patch.installed(unroll=2):
-            assert mctx_patch.installed_unroll() == 2 and mctx.search is mctx_search.search
+        with mctx_patch.installed(loop="static"):
+            assert mctx_patch.installed_loop() == "static" and mctx.search is mctx_search.search
         assert not mctx_patch.is_installed()
-    assert mctx_patch.installed_unroll() == 1
-    with pytest.raises(ValueError, match="unroll"):
-        mctx_patch.install(unroll=0)
+    assert mctx_patch.installed_loop() == "auto"
+    with pytest.raises(ValueError, match="loop must be one of"):
+        mctx_patch.install(loop="fast")
+    assert mctx_patch.installed_loop() == "auto"  # a refused name changes nothing
+    assert mctx_patch.resolve_loop("auto") == ("dynamic" if jax.default_backend() == "cpu" else "static")
 
 
 def test_an_mctx_with_other_internals_is_refused(monkeypatch):

@@ -10,6 +10,8 @@ import math
 import numbers
 
 ALGORITHMS = ("gumbel", "puct")
+DEPTH_MARGIN = 2
+"""Levels below a finished game that a walk of up to 992 (= 31 + 31**2) simulations can reach."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +29,12 @@ class SearchConfig:
       pb_c_init, pb_c_base: PUCT exploration constants.
       dirichlet_alpha, dirichlet_fraction: PUCT root noise.
       value_scale, maxvisit_init: Gumbel ``qtransform_completed_by_mix_value``.
+      max_depth: walks down the tree stop at this depth (mctx's ``max_depth``). None:
+        the game's ``max_game_length`` plus :data:`DEPTH_MARGIN`, deeper than any walk of
+        up to 992 simulations goes (below a finished game a walk can only enter the
+        breadth-first subtree of its ``A`` identical children), so the trees are those of
+        an unbounded search; on a GPU the search takes this many steps down per
+        simulation, so the bound is also its cost.
     """
 
     algorithm: str = "gumbel"
@@ -40,6 +48,7 @@ class SearchConfig:
     dirichlet_fraction: float = 0.25
     value_scale: float = 0.1
     maxvisit_init: float = 50.0
+    max_depth: int | None = None
 
     def __post_init__(self):
         for field in dataclasses.fields(self):  # numpy scalars as the plain numbers they are
@@ -54,6 +63,10 @@ class SearchConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"search.{name} must be a positive integer, got {value!r}")
+        if self.max_depth is not None and (isinstance(self.max_depth, bool) or not isinstance(self.max_depth, int)
+                                           or self.max_depth < 1):
+            raise ValueError(f"search.max_depth must be a positive integer or null (the game's length), "
+                             f"got {self.max_depth!r}")
         for name in ("gumbel_scale", "pb_c_init", "pb_c_base", "dirichlet_alpha", "value_scale", "maxvisit_init"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:

@@ -38,10 +38,10 @@ import mctx
 
 from beastybar_jax.games.base import Game
 from beastybar_jax.search import mctx_patch
-from beastybar_jax.config.search import SearchConfig
+from beastybar_jax.config.search import DEPTH_MARGIN, SearchConfig
 
 # Every search built here is traced with mctx's loop replaced (bitwise the same
-# results, without the tree-sized copies): see mctx_patch.
+# results, without tree-sized copies or, on a GPU, host round trips): see mctx_patch.
 mctx_patch.install()
 
 Evaluator = Callable[..., tuple[jax.Array, jax.Array]]
@@ -215,8 +215,9 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
     root = mctx.RootFnOutput(prior_logits=prior_logits, value=value, embedding=worlds)
     recurrent_fn = make_recurrent_fn(game, evaluate)
 
+    max_depth = config.max_depth or game.max_game_length + DEPTH_MARGIN
     shared = dict(params=(), rng_key=search_key, root=root, recurrent_fn=recurrent_fn,
-                  num_simulations=config.num_simulations, invalid_actions=~legal)
+                  num_simulations=config.num_simulations, max_depth=max_depth, invalid_actions=~legal)
     if config.algorithm == "gumbel":
         policy_output = mctx.gumbel_muzero_policy(
             **shared,

@@ -49,8 +49,6 @@ from mctx._src import tree as tree_lib
 
 Tree = tree_lib.Tree
 
-WALK = "xla"  # "xla": static unrolled steps; "pallas": a Pallas kernel (GPU)
-
 # Columns of PackedTree.stats.
 VISITS, RAW_VALUE, VALUE, REWARD, DISCOUNT = range(5)
 NUM_STATS = 5
@@ -212,6 +210,7 @@ def walk(links: chex.Array, first: chex.Array, root_action: chex.Array, max_dept
     out of range, past the parent), and the unvisited (or depth-capped) edge to expand.
     """
     batch_size, num_nodes = links.shape[:2]
+    batch_range = jnp.arange(batch_size)
     no_node = jnp.full((batch_size,), num_nodes, jnp.int32)
     node = jnp.full((batch_size,), Tree.ROOT_INDEX, jnp.int32)
     next_node = first
@@ -222,9 +221,9 @@ def walk(links: chex.Array, first: chex.Array, root_action: chex.Array, max_dept
         node = jnp.where(continuing, next_node, node)
         depth = jnp.where(continuing, step, depth)
         path.append(jnp.where(continuing, next_node, no_node))
-        next_node = _take_rows(links[..., NEXT], node)
+        next_node = links[batch_range, node, NEXT]  # one entry per game: no copy of the column
         continuing = continuing & (next_node != Tree.UNVISITED) & (step + 1 < max_depth)
-    action = jnp.where(node == Tree.ROOT_INDEX, root_action, _take_rows(links[..., SELECTED], node))
+    action = jnp.where(node == Tree.ROOT_INDEX, root_action, links[batch_range, node, SELECTED])
     return jnp.stack(path, axis=1), node, action, depth
 
 
@@ -239,24 +238,22 @@ def backup_rows(path_stats: chex.Array, parent_depth: chex.Array, leaf_stats: ch
     Rows below the parent come back unchanged.
     """
     depth_limit = path_stats.shape[1]
-    leaf_value = leaf_stats[:, VALUE]
-    child_reward, child_discount = leaf_stats[:, REWARD], leaf_stats[:, DISCOUNT]
-    rows = [None] * depth_limit
-    for k in reversed(range(depth_limit)):
-        active = k <= parent_depth
-        if k + 1 < depth_limit:  # the child is the leaf at the parent, the next path node above it
-            at_parent = k == parent_depth
-            reward = jnp.where(at_parent, leaf_stats[:, REWARD], path_stats[:, k + 1, REWARD])
-            discount = jnp.where(at_parent, leaf_stats[:, DISCOUNT], path_stats[:, k + 1, DISCOUNT])
-        else:
-            reward, discount = child_reward, child_discount
-        node = path_stats[:, k]
-        count = node[:, VISITS]
-        backed_up = reward + discount * leaf_value
-        value = (node[:, VALUE] * count + backed_up) / (count + 1.0)
-        rows[k] = jnp.where(active[:, None], node.at[:, VISITS].set(count + 1).at[:, VALUE].set(value), node)
-        leaf_value = jnp.where(active, backed_up, leaf_value)
-    return jnp.stack(rows, axis=1)
+    below = jnp.arange(depth_limit)[None, :] <= parent_depth[:, None]  # [B, D]: on the path
+    at_parent = jnp.arange(depth_limit)[None, :] == parent_depth[:, None]
+    # The edge into each path node's child: the next path node's, or the leaf's at the parent.
+    shifted = jnp.concatenate([path_stats[:, 1:], leaf_stats[:, None]], axis=1)
+    child_reward = jnp.where(at_parent, leaf_stats[:, None, REWARD], shifted[..., REWARD])
+    child_discount = jnp.where(at_parent, leaf_stats[:, None, DISCOUNT], shifted[..., DISCOUNT])
+    backed_up, value = [None] * depth_limit, leaf_stats[:, VALUE]
+    for k in reversed(range(depth_limit)):  # elementwise over [B]: one fused chain
+        value = jnp.where(below[:, k], child_reward[:, k] + child_discount[:, k] * value, value)
+        backed_up[k] = value
+    backed_up = jnp.stack(backed_up, axis=1)
+    visits, values = path_stats[..., VISITS], path_stats[..., VALUE]
+    new_values = jnp.where(below, (values * visits + backed_up) / (visits + 1.0), values)
+    new_visits = jnp.where(below, visits + 1, visits)
+    return jnp.stack([new_visits, path_stats[..., RAW_VALUE], new_values, path_stats[..., REWARD],
+                      path_stats[..., DISCOUNT]], axis=-1)
 
 
 def _split_each(keys: chex.Array) -> tuple[chex.Array, chex.Array]:
@@ -267,7 +264,7 @@ def _split_each(keys: chex.Array) -> tuple[chex.Array, chex.Array]:
 
 def simulate_once(params, sim, simulate_key, expand_key, tree: PackedTree, *, recurrent_fn,
                   root_action_selection_fn, interior_action_selection_fn, max_depth: int,
-                  packer: StatePacker) -> PackedTree:
+                  packer: StatePacker, walk_kernel: str = "auto") -> PackedTree:
     """One simulation for each of the ``B`` trees: root rule, cached walk, expansion,
     backup and the cached choices of the rows that changed. ``simulate_key`` and
     ``expand_key`` are mctx's keys of this simulation."""
@@ -276,60 +273,65 @@ def simulate_once(params, sim, simulate_key, expand_key, tree: PackedTree, *, re
     interior_key = jax.random.fold_in(simulate_key, 1)
 
     # The root rule, fresh each simulation (mctx's keys: a split of each game's key).
-    _, root_keys = _split_each(jax.random.split(simulate_key, batch_size))
-    root_rows = jnp.zeros((batch_size, 1), jnp.int32)
-    own, children_index, children_stats, prior = (x[:, 0] for x in _views(tree, root_rows))
-    root_action = jax.vmap(lambda key, *row: root_action_selection_fn(key, _node_view(*row), 0))(
-        root_keys, own, children_index, children_stats, prior, tree.root_invalid_actions, tree.extra_data)
-    first = children_index[batch_range, root_action]
+    with jax.named_scope("root_rule"):
+        _, root_keys = _split_each(jax.random.split(simulate_key, batch_size))
+        root_rows = jnp.zeros((batch_size, 1), jnp.int32)
+        own, children_index, children_stats, prior = (x[:, 0] for x in _views(tree, root_rows))
+        root_action = jax.vmap(lambda key, *row: root_action_selection_fn(key, _node_view(*row), 0))(
+            root_keys, own, children_index, children_stats, prior, tree.root_invalid_actions, tree.extra_data)
+        first = children_index[batch_range, root_action]
 
-    walk_fn = walk_pallas if WALK == "pallas" else walk
-    path, parent, action, parent_depth = walk_fn(tree.links, first, root_action, max_depth)
+    with jax.named_scope("walk"):
+        path, parent, action, parent_depth = _walk(tree.links, first, root_action, max_depth, walk_kernel)
 
     # Expand: a new node, or the existing child when the walk stopped at max_depth.
-    existing = tree.children_index[batch_range, parent, action]
-    leaf = jnp.where(existing == Tree.UNVISITED, sim + 1, existing).astype(jnp.int32)
-    parent_state = packer.unpack(tree.embeddings[batch_range, parent])
-    step, child_state = recurrent_fn(params, expand_key, action, parent_state)
-    chex.assert_shape(step.prior_logits, (batch_size, tree.children_index.shape[-1]))
-    dtype = tree.stats.dtype
-    leaf_stats = jnp.stack([tree.stats[batch_range, leaf, VISITS] + 1, step.value.astype(dtype),
-                            step.value.astype(dtype), step.reward.astype(dtype), step.discount.astype(dtype)], axis=-1)
+    with jax.named_scope("expand"):
+        existing = tree.children_index[batch_range, parent, action]
+        leaf = jnp.where(existing == Tree.UNVISITED, sim + 1, existing).astype(jnp.int32)
+        parent_state = packer.unpack(tree.embeddings[batch_range, parent])
+        step, child_state = recurrent_fn(params, expand_key, action, parent_state)
+        chex.assert_shape(step.prior_logits, (batch_size, tree.children_index.shape[-1]))
+        dtype = tree.stats.dtype
+        leaf_stats = jnp.stack([tree.stats[batch_range, leaf, VISITS] + 1, step.value.astype(dtype),
+                                step.value.astype(dtype), step.reward.astype(dtype), step.discount.astype(dtype)],
+                               axis=-1)
 
     # Back up through the path and write the changed rows: the path's and the leaf's.
-    path_stats = _take_rows(tree.stats, path)
-    new_rows = jnp.concatenate([backup_rows(path_stats, parent_depth, leaf_stats), leaf_stats[:, None]], axis=1)
-    changed = jnp.concatenate([path, leaf[:, None]], axis=1)  # [B, D + 1], out-of-range entries dropped
-    tree = tree.replace(
-        stats=tree.stats.at[batch_range[:, None], changed].set(new_rows, mode="drop"),
-        children_index=tree.children_index.at[batch_range, parent, action].set(leaf),
-        children_prior_logits=tree.children_prior_logits.at[batch_range, leaf].set(
-            step.prior_logits.astype(tree.children_prior_logits.dtype)),
-        embeddings=tree.embeddings.at[batch_range, leaf].set(packer.pack(child_state)),
-    )
+    with jax.named_scope("backup"):
+        path_stats = _take_rows(tree.stats, path)
+        new_rows = jnp.concatenate([backup_rows(path_stats, parent_depth, leaf_stats), leaf_stats[:, None]], axis=1)
+        changed = jnp.concatenate([path, leaf[:, None]], axis=1)  # [B, D + 1], out-of-range entries dropped
+        tree = tree.replace(
+            stats=tree.stats.at[batch_range[:, None], changed].set(new_rows, mode="drop"),
+            children_index=tree.children_index.at[batch_range, parent, action].set(leaf),
+            children_prior_logits=tree.children_prior_logits.at[batch_range, leaf].set(
+                step.prior_logits.astype(tree.children_prior_logits.dtype)),
+            embeddings=tree.embeddings.at[batch_range, leaf].set(packer.pack(child_state)),
+        )
 
     # Recompute the cached interior choice of every changed row below the root.
-    rows = changed[:, 1:]  # [B, D]: the path below the root, then the leaf
-    num_rows = rows.shape[1]
-    row_depth = jnp.concatenate([jnp.broadcast_to(jnp.arange(1, num_rows), (batch_size, num_rows - 1)),
-                                 (parent_depth + 1)[:, None]], axis=1).astype(tree.children_prior_logits.dtype)
-    row_keys = jax.random.split(interior_key, (batch_size, num_rows))
-    own, children_index, children_stats, prior = _views(tree, rows)
+    with jax.named_scope("cached_choices"):
+        rows = changed[:, 1:]  # [B, D]: the path below the root, then the leaf
+        num_rows = rows.shape[1]
+        row_depth = jnp.concatenate([jnp.broadcast_to(jnp.arange(1, num_rows), (batch_size, num_rows - 1)),
+                                     (parent_depth + 1)[:, None]], axis=1).astype(tree.children_prior_logits.dtype)
+        row_keys = jax.random.split(interior_key, (batch_size, num_rows))
+        own, children_index, children_stats, prior = _views(tree, rows)
 
-    def choose(key, own, children_index, children_stats, prior, depth, invalid, extra):
-        return interior_action_selection_fn(key, _node_view(own, children_index, children_stats, prior, invalid, extra),
-                                            0, depth)
+        def choose(key, own, children_index, children_stats, prior, depth, invalid, extra):
+            view = _node_view(own, children_index, children_stats, prior, invalid, extra)
+            return interior_action_selection_fn(key, view, 0, depth)
 
-    per_row = jax.vmap(choose, in_axes=(0, 0, 0, 0, 0, 0, None, None))
-    selected = jax.vmap(per_row)(row_keys, own, children_index, children_stats, prior, row_depth,
-                                 tree.root_invalid_actions, tree.extra_data).astype(jnp.int32)  # [B, D]
-    next_node = jnp.take_along_axis(children_index, selected[..., None], axis=-1)[..., 0]
-    old_links = _take_rows(tree.links, rows)
-    is_leaf = jnp.arange(num_rows) == num_rows - 1
-    row_parent = jnp.where(is_leaf, parent[:, None], old_links[..., PARENT])
-    row_action = jnp.where(is_leaf, action[:, None], old_links[..., ACTION])
-    new_links = jnp.stack([row_parent, row_action, selected, next_node], axis=-1)
-    return tree.replace(links=tree.links.at[batch_range[:, None], rows].set(new_links, mode="drop"))
+        per_row = jax.vmap(choose, in_axes=(0, 0, 0, 0, 0, 0, None, None))
+        selected = jax.vmap(per_row)(row_keys, own, children_index, children_stats, prior, row_depth,
+                                     tree.root_invalid_actions, tree.extra_data).astype(jnp.int32)  # [B, D]
+        next_node = jnp.take_along_axis(children_index, selected[..., None], axis=-1)[..., 0]
+        old_links = _take_rows(tree.links, rows)
+        is_leaf = jnp.arange(num_rows) == num_rows - 1
+        row_parent = jnp.where(is_leaf, parent[:, None], old_links[..., PARENT])
+        row_action = jnp.where(is_leaf, action[:, None], old_links[..., ACTION])
+        new_links = jnp.stack([row_parent, row_action, selected, next_node], axis=-1)
+        return tree.replace(links=tree.links.at[batch_range[:, None], rows].set(new_links, mode="drop"))
 
 
 def unpack_tree(tree: PackedTree, packer: StatePacker) -> Tree:
@@ -369,8 +371,13 @@ def search(
     invalid_actions: Optional[chex.Array] = None,
     extra_data: Any = None,
     loop_fn: base.LoopFn = jax.lax.fori_loop,
+    walk_kernel: str = "auto",
 ) -> Tree:
     """``mctx.search`` (same arguments, same tree) with the device-side loop above.
+
+    ``walk_kernel``: ``"pallas"`` (:func:`walk_pallas`, compiled by Triton: a GPU
+    program), ``"xla"`` (:func:`walk`) or ``"auto"``: the Pallas kernel where JAX's
+    default backend is a GPU, the XLA walk elsewhere.
 
     ``max_depth`` (mctx's: walks stop at that depth; default ``num_simulations``) is
     also the number of static walk steps, so a tight bound (the game's length) makes
@@ -390,7 +397,7 @@ def search(
         tree = simulate_once(params, sim, simulate_key, expand_key, tree, recurrent_fn=recurrent_fn,
                              root_action_selection_fn=root_action_selection_fn,
                              interior_action_selection_fn=interior_action_selection_fn,
-                             max_depth=max_depth, packer=packer)
+                             max_depth=max_depth, packer=packer, walk_kernel=walk_kernel)
         return rng_key, tree
 
     _, tree = loop_fn(0, num_simulations, body_fun, (rng_key, tree))
@@ -398,6 +405,19 @@ def search(
 
 
 # ----------------------------------------------------------------------------- the walk as a Pallas kernel
+
+WALK_KERNELS = ("auto", "xla", "pallas")
+
+
+def _walk(links, first, root_action, max_depth: int, kernel: str):
+    if kernel not in WALK_KERNELS:
+        raise ValueError(f"walk_kernel must be one of {WALK_KERNELS}, got {kernel!r}")
+    if kernel == "auto":  # chosen when traced, as the loop is: no platform switch in the program
+        kernel = "pallas" if jax.default_backend() == "gpu" else "xla"
+    if kernel == "xla":
+        return walk(links, first, root_action, max_depth)
+    return walk_pallas(links, first, root_action, max_depth)
+
 
 WALK_BLOCK = 128  # games per kernel program: one thread each
 

@@ -1,46 +1,47 @@
-"""mctx's search loop without tree-sized copies: our replacement of ``search`` and
-``backward`` in ``mctx._src.search``, installed before anything is traced.
+"""mctx's search loop, replaced: two loops with the same results as mctx's own, one for
+each kind of device, installed in place of ``mctx._src.search.search`` before anything is
+traced.
 
 mctx (0.0.71) runs each simulation as ``simulate`` (a ``jax.vmap`` of a
-``lax.while_loop`` walking down the tree), ``expand`` and ``backward`` (a
-``jax.vmap`` of a ``lax.while_loop`` walking back up). Under ``vmap`` a while loop
-whose condition differs per batch element runs until every element is done and,
-at every step, sets each carried array to ``select(still_running, new, old)``.
-``backward`` carries the whole tree, so every step up the tree rewrote
-``children_values``/``children_visits`` (``[B, N+1, A]``) and ``node_values``/
-``node_visits`` (``[B, N+1]``): a simulation cost ``depth x B x N x A`` and the
-search time grew with the square of the number of simulations.
+``lax.while_loop`` walking down the tree), ``expand`` and ``backward`` (a ``jax.vmap``
+of a ``lax.while_loop`` walking back up). Two costs follow:
 
-The replacements compute the same values with the same float operations in the
-same order, so the trees, actions and weights are bitwise those of stock mctx
-(``tests/test_mctx_patch.py``):
+* Under ``vmap`` a while loop whose condition differs per batch element runs until every
+  element is done and, at every step, sets each carried array to ``select(running, new,
+  old)``. ``backward`` carries the whole tree, so each step up rewrote ``[B, N+1, A]``
+  arrays and a search of N simulations cost O(N²).
+* On a GPU, XLA's runtime copies the condition of a loop whose trip count depends on data
+  to the host and waits for the device at every iteration (``WhileThunk``; the same for
+  ``lax.cond``): ~25 us with the whole batch idle, twice per tree level per simulation.
 
-* :func:`backward` is one ``lax.while_loop`` over the batch with ONE shared
-  condition (some game still below the root's children). It carries only the four
-  updated arrays plus ``[B]`` vectors; a game already done writes to node ``N+1``,
-  out of range, which the ``mode="drop"`` scatters discard, so XLA updates the
-  carried arrays in place (``B`` elements per step, no select). It carries the
-  child's new value instead of reading it back. The last step, into the root, is
-  the same for every game and runs once after the loop: one step fewer.
-* :func:`simulate` takes the root and interior selection functions apart. mctx
-  passes ``simulate`` one function that picks between them with ``lax.cond(depth
-  == 0)``; under ``vmap`` that cond becomes a select and both rules ran at every
-  step down the tree. Every simulation starts at the root, so here the root rule
-  runs once, before the loop, and the loop (one shared condition, ``[B]`` carry)
-  runs only the interior rule: one step fewer, and each step cheaper.
-* :func:`search` is mctx's ``search`` calling these two; ``instantiate_tree_from_root``
-  and ``expand`` are mctx's own.
-* ``unroll`` (:func:`install`, default 1) lets each loop iteration take several
-  steps, finished games idling through the extra ones: on a GPU every iteration
-  costs a host round trip for the condition plus kernel launches, and the number of
-  iterations per simulation is the depth of the deepest new leaf in the batch.
+The two loops (``loop=`` of :func:`install` and :func:`search`):
 
-:func:`install` puts :func:`search` and :func:`backward` in place of mctx's
-(``mctx._src.search.search``, which the policies call through the module, and the
-public ``mctx.search``); :func:`stock_mctx` restores mctx's own functions for a
-comparison. Both depend on private names, so the mctx version is pinned in
-pyproject.toml and :func:`install` refuses (:class:`MctxPatchError`) any mctx whose
-internals differ from what this module was written against.
+* ``"dynamic"`` (the CPU's): :func:`simulate` and :func:`backward` below, one
+  ``lax.while_loop`` each over the batch with ONE shared condition, carrying only
+  ``[B]`` vectors and the four updated arrays, updated in place (a finished game writes
+  to node ``N+1``, out of range, which the ``mode="drop"`` scatters discard). The root
+  rule runs once before the walk and the step into the root once after the backup. On a
+  CPU a loop iteration costs microseconds and the work per level is what the batch
+  needs, so this is the cheapest loop there.
+* ``"static"`` (every other device's): :mod:`beastybar_jax.search.device_loop`, a fixed
+  amount of device work per simulation with no data-dependent loop or branch: cached
+  interior choices, a walk of ``max_depth`` static steps (a Pallas kernel on GPUs), a
+  closed-form backup and a packed tree.
+  ``"static-xla"`` and ``"static-pallas"`` are the same with the walk as XLA
+  operations or as the Pallas kernel (a GPU program: it lowers anywhere but runs on a
+  GPU) whatever the backend, for tests and benchmarks.
+* ``"auto"`` (the default): ``"dynamic"`` when JAX's default backend is the CPU, else
+  ``"static"``.
+
+Both compute mctx's values with mctx's float operations in mctx's order, so the trees,
+actions and weights are bitwise those of stock mctx (``tests/test_mctx_patch.py``; the
+static loop draws PUCT's 1e-7 tie-breaking noise at other times, which changes no tree
+there). :func:`install` puts :func:`search` and :func:`backward` in place of mctx's
+(``mctx._src.search.search``, which the policies call through the module, and the public
+``mctx.search``); :func:`stock_mctx` restores mctx's own functions for a comparison. Both
+depend on private names, so the mctx version is pinned in pyproject.toml and
+:func:`install` refuses (:class:`MctxPatchError`) any mctx whose internals differ from
+what this module was written against.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ from mctx._src import base
 from mctx._src import policies as mctx_policies
 from mctx._src import search as mctx_search
 from mctx._src import tree as tree_lib
+
+from beastybar_jax.search import device_loop
 
 Tree = tree_lib.Tree
 
@@ -79,11 +82,11 @@ class MctxPatchError(RuntimeError):
     """The installed mctx is not the one :mod:`beastybar_jax.search.mctx_patch` expects."""
 
 
-def backward(tree: Tree, leaf_index: chex.Array, unroll: int = 1) -> Tree:
+def backward(tree: Tree, leaf_index: chex.Array) -> Tree:
     """Backs up the value of ``leaf_index`` ``[B]`` to the roots of a batched tree.
 
     Same results as ``mctx._src.search.backward``; see the module docstring for how
-    it differs. ``unroll`` steps up are taken per loop iteration (see :func:`install`).
+    it differs (the ``"dynamic"`` loop).
     """
     batch_size, num_nodes = tree.node_values.shape
     batch_range = jnp.arange(batch_size)
@@ -120,17 +123,12 @@ def backward(tree: Tree, leaf_index: chex.Array, unroll: int = 1) -> Tree:
         return (values, keep(new_leaf_value, leaf_value), keep(parent_value, child_value), keep(parent, index),
                 keep(tree.parents[batch_range, parent], parent))
 
-    def body_fun(state):
-        for _ in range(unroll):
-            state = step_up(state)
-        return state
-
     # Up to the root's children: games leave the loop at different steps.
     leaf_value = tree.node_values[batch_range, leaf_index]
     parent = jnp.where(at_root, Tree.ROOT_INDEX, tree.parents[batch_range, leaf_index])
     values = (tree.node_values, tree.node_visits, tree.children_values, tree.children_visits)
     values, leaf_value, child_value, index, parent = jax.lax.while_loop(
-        cond_fun, body_fun, (values, leaf_value, leaf_value, leaf_index, parent))
+        cond_fun, step_up, (values, leaf_value, leaf_value, leaf_index, parent))
     # The last step, into the root, is the same for every game: all at once.
     values, _, _ = back_up(values, index, parent, leaf_value, child_value, jnp.where(at_root, num_nodes, parent))
     node_values, node_visits, children_values, children_visits = values
@@ -150,13 +148,11 @@ def simulate(
     root_action_selection_fn: base.RootActionSelectionFn,
     interior_action_selection_fn: base.InteriorActionSelectionFn,
     max_depth: int,
-    unroll: int = 1,
 ) -> tuple[chex.Array, chex.Array]:
     """Walks each of ``B`` trees down from its root to an unvisited action or ``max_depth``.
 
     Same results as ``mctx._src.search.simulate`` with mctx's switching selection
     function. ``rng_key`` holds ``B`` keys; returns ``(parent_index [B], action [B])``.
-    ``unroll`` steps down are taken per loop iteration (see :func:`install`).
     """
     batch_size = tree.node_values.shape[0]
     batch_range = jnp.arange(batch_size)
@@ -187,14 +183,22 @@ def simulate(
                 keep(new_next_node_index, next_node_index), keep(new_depth, depth),
                 jnp.logical_and(is_continuing, new_is_continuing))
 
-    def body_fun(state):
-        for _ in range(unroll):
-            state = step_down(state)
-        return state
-
     state = (rng_key, node_index, action, next_node_index, depth, is_continuing)
-    _, node_index, action, _, _, _ = jax.lax.while_loop(cond_fun, body_fun, state)
+    _, node_index, action, _, _, _ = jax.lax.while_loop(cond_fun, step_down, state)
     return node_index, action
+
+
+LOOPS = ("auto", "dynamic", "static", "static-xla", "static-pallas")
+
+
+def resolve_loop(loop: str) -> str:
+    """The loop ``loop`` names (``"auto"``: ``"dynamic"`` when JAX's default backend is the
+    CPU, else ``"static"``)."""
+    if loop not in LOOPS:
+        raise ValueError(f"loop must be one of {LOOPS}, got {loop!r}")
+    if loop == "auto":
+        return "dynamic" if jax.default_backend() == "cpu" else "static"
+    return loop
 
 
 def search(
@@ -210,10 +214,27 @@ def search(
     invalid_actions: Optional[chex.Array] = None,
     extra_data: Any = None,
     loop_fn: base.LoopFn = jax.lax.fori_loop,
-    unroll: int = 1,
+    loop: str = "auto",
 ) -> Tree:
-    """``mctx.search`` (same arguments, same tree) with :func:`simulate` and
-    :func:`backward`, each taking ``unroll`` steps per loop iteration."""
+    """``mctx.search`` (same arguments, same tree) with the ``loop`` of the module docstring.
+
+    The ``"static"`` loop takes ``max_depth`` steps down in every simulation: pass the
+    depth no walk can reach (``run_search`` passes the game's length plus two) rather
+    than mctx's default, ``num_simulations``.
+    """
+    selection = dict(root=root, recurrent_fn=recurrent_fn, root_action_selection_fn=root_action_selection_fn,
+                     interior_action_selection_fn=interior_action_selection_fn, num_simulations=num_simulations,
+                     max_depth=max_depth, invalid_actions=invalid_actions, extra_data=extra_data, loop_fn=loop_fn)
+    loop = resolve_loop(loop)
+    if loop == "dynamic":
+        return _dynamic_search(params, rng_key, **selection)
+    walk_kernel = {"static": "auto", "static-xla": "xla", "static-pallas": "pallas"}[loop]
+    return device_loop.search(params, rng_key, walk_kernel=walk_kernel, **selection)
+
+
+def _dynamic_search(params, rng_key, *, root, recurrent_fn, root_action_selection_fn, interior_action_selection_fn,
+                    num_simulations, max_depth, invalid_actions, extra_data, loop_fn) -> Tree:
+    """mctx's ``search`` calling :func:`simulate` and :func:`backward`."""
     batch_size = root.value.shape[0]
     batch_range = jnp.arange(batch_size)
     if max_depth is None:
@@ -226,12 +247,12 @@ def search(
         rng_key, simulate_key, expand_key = jax.random.split(rng_key, 3)
         simulate_keys = jax.random.split(simulate_key, batch_size)
         parent_index, action = simulate(
-            simulate_keys, tree, root_action_selection_fn, interior_action_selection_fn, max_depth, unroll)
+            simulate_keys, tree, root_action_selection_fn, interior_action_selection_fn, max_depth)
         # A node first expanded on simulation `i` has node index `i + 1`.
         next_node_index = tree.children_index[batch_range, parent_index, action]
         next_node_index = jnp.where(next_node_index == Tree.UNVISITED, sim + 1, next_node_index)
         tree = mctx_search.expand(params, expand_key, tree, recurrent_fn, parent_index, action, next_node_index)
-        tree = backward(tree, next_node_index, unroll)
+        tree = backward(tree, next_node_index)
         return rng_key, tree
 
     tree = mctx_search.instantiate_tree_from_root(
@@ -271,38 +292,32 @@ def check_mctx() -> None:
         raise MctxPatchError(f"mctx {version}: {'; '.join(problems)}: {fix}")
 
 
-def installed_unroll() -> Optional[int]:
-    """The ``unroll`` of the installed search, or None while mctx runs its own."""
+def installed_loop() -> Optional[str]:
+    """The ``loop`` of the installed search, or None while mctx runs its own."""
     installed = mctx_search.search
-    if installed is search:
-        return 1
     if isinstance(installed, functools.partial) and installed.func is search:
-        return installed.keywords["unroll"]
+        return installed.keywords["loop"]
     return None
 
 
 def is_installed() -> bool:
-    return installed_unroll() is not None
+    return installed_loop() is not None
 
 
-def install(unroll: int = 1) -> None:
-    """Puts :func:`search` and :func:`backward` in place of mctx's. Idempotent.
+def install(loop: str = "auto") -> None:
+    """Puts :func:`search` (with this ``loop``) and :func:`backward` in place of mctx's.
+    Idempotent.
 
     Must run before the search is traced: an already compiled function keeps the
-    search it was traced with. ``unroll`` (default 1) is how many steps down and up
-    the tree each loop iteration takes; finished games idle through the extra steps
-    (the results do not change). On a GPU every loop iteration costs a host round
-    trip for the condition, so ``unroll > 1`` trades wasted steps for fewer round
-    trips; on CPU it only adds work.
+    search it was traced with, and ``"auto"`` picks its loop when the search is traced.
     """
-    if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
-        raise ValueError(f"unroll must be a positive integer, got {unroll!r}")
-    if installed_unroll() == unroll:
+    resolve_loop(loop)  # a bad name is refused before anything changes
+    if installed_loop() == loop:
         return
     check_mctx()
     if not _STOCK:  # mctx's own functions, saved once
         _STOCK.update(search=mctx_search.search, backward=mctx_search.backward, public_search=mctx.search)
-    patched = search if unroll == 1 else functools.partial(search, unroll=unroll)
+    patched = functools.partial(search, loop=loop)
     mctx_search.search = patched
     mctx_search.backward = backward
     mctx.search = patched
@@ -318,11 +333,11 @@ def uninstall() -> None:
 
 
 @contextlib.contextmanager
-def installed(unroll: int = 1) -> Iterator[None]:
-    """Within the block, the patched search with this ``unroll`` (for benchmarks).
+def installed(loop: str = "auto") -> Iterator[None]:
+    """Within the block, the patched search with this ``loop`` (for tests and benchmarks).
     As with :func:`stock_mctx`, only what is traced inside the block uses it."""
-    previous = installed_unroll()
-    install(unroll)
+    previous = installed_loop()
+    install(loop)
     try:
         yield
     finally:
@@ -339,7 +354,7 @@ def stock_mctx() -> Iterator[None]:
     Only what is traced inside the block uses it: ``jax.jit`` caches traces per
     function, so jit a fresh function (or ``lower`` it) inside the block.
     """
-    previous = installed_unroll()
+    previous = installed_loop()
     uninstall()
     try:
         yield

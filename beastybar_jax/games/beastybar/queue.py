@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from beastybar_jax.games.beastybar import cards as C
+from beastybar_jax.games.beastybar.lanes import lane_any, lane_count, lane_max, lane_sum
 
 SLOTS = C.QUEUE_SLOTS
 INDEX = jnp.arange(SLOTS, dtype=jnp.int32)
@@ -32,15 +33,13 @@ def apply(queue, keys, remove):
     keep = present & ~remove
     # Unique keys: ties broken by slot index, empty and removed slots last.
     unique = jnp.where(keep, keys * 8 + INDEX, 10_000 + INDEX)
-    rank = jnp.sum(unique[None, :] < unique[:, None], axis=1)  # [5]
+    rank = lane_sum(unique[None, :] < unique[:, None], axis=1)  # [5]
     moved = rank[:, None] == INDEX[None, :]  # [from, to]
-    new_queue = jnp.sum(jnp.where(moved, queue[:, None] + 1, 0), axis=0) - 1
-    kept_count = jnp.sum(keep)
+    new_queue = lane_sum(jnp.where(moved, queue[:, None] + 1, 0), axis=0) - 1
+    kept_count = lane_count(keep)
     new_queue = jnp.where(INDEX < kept_count, new_queue, -1)
     removed = present & remove
-    removed_cards = jnp.any(
-        removed[:, None] & (queue[:, None] == jnp.arange(C.NUM_CARDS)[None, :]), axis=0
-    )
+    removed_cards = lane_any(removed[:, None] & (queue[:, None] == jnp.arange(C.NUM_CARDS)[None, :]), axis=0)
     return new_queue, removed_cards
 
 
@@ -49,7 +48,7 @@ def weaker_run(strength, species, position, actor_strength):
     than ``actor_strength`` and not zebras (hippo and crocodile reach)."""
     ahead = INDEX < position
     blocks = ahead & ((strength >= actor_strength) | (species == C.ZEBRA) | (species < 0))
-    last_block = jnp.max(jnp.where(blocks, INDEX, -1))
+    last_block = lane_max(jnp.where(blocks, INDEX, -1))
     return (INDEX > last_block) & ahead, last_block
 
 
@@ -65,7 +64,7 @@ def crocodile(queue, strength, species, position, actor_strength):
 
 
 def giraffe(queue, strength, species, position, actor_strength):
-    ahead_strength = jnp.sum(jnp.where(INDEX == position - 1, strength, 0))
+    ahead_strength = lane_sum(jnp.where(INDEX == position - 1, strength, 0))
     jumps = (position > 0) & (ahead_strength < actor_strength)
     keys = jnp.where(jumps & (INDEX == position), 4 * (position - 1) - 2, BASE_KEYS)
     return keys, NO_REMOVAL
@@ -83,14 +82,14 @@ def on_play(queue, acting_species, param):
       ``(keys [5], remove bool[5])`` for ``apply``.
     """
     present = queue >= 0
-    position = jnp.sum(present) - 1
+    position = lane_count(present) - 1
     is_played = INDEX == position
     species = jnp.where(is_played, acting_species, species_of(queue))
     strength = jnp.where(present, species + 1, 0)
     others = present & ~is_played
 
     # Lion: a second lion leaves; otherwise monkeys leave and the lion goes first.
-    lion_present = jnp.any(others & (species == C.LION))
+    lion_present = lane_any(others & (species == C.LION))
     lion_keys = jnp.where(is_played, -2, BASE_KEYS)
     lion_keys = jnp.where(lion_present, BASE_KEYS, lion_keys)
     lion_remove = jnp.where(lion_present, is_played, others & (species == C.MONKEY))
@@ -98,7 +97,7 @@ def on_play(queue, acting_species, param):
     # Monkey: with two or more monkeys, hippos and crocodiles leave and the
     # monkeys go first: the played one, then the others back to front.
     monkeys = present & (species == C.MONKEY)
-    troop = jnp.sum(monkeys) >= 2
+    troop = lane_count(monkeys) >= 2
     monkey_keys = jnp.where(monkeys, -100 - INDEX, BASE_KEYS)
     monkey_keys = jnp.where(is_played, -200, monkey_keys)
     monkey_keys = jnp.where(troop, monkey_keys, BASE_KEYS)
@@ -106,8 +105,8 @@ def on_play(queue, acting_species, param):
 
     # Skunk: the two highest distinct strengths among non-skunks leave.
     targets = present & (species != C.SKUNK)
-    first = jnp.max(jnp.where(targets, strength, 0))
-    second = jnp.max(jnp.where(targets & (strength < first), strength, 0))
+    first = lane_max(jnp.where(targets, strength, 0))
+    second = lane_max(jnp.where(targets & (strength < first), strength, 0))
     skunk_remove = targets & ((strength == first) | (strength == second))
 
     acting_strength = acting_species + 1
@@ -138,8 +137,8 @@ def on_play(queue, acting_species, param):
     # Select the acting species' row with a one-hot sum: a dynamic gather per game
     # is much slower than 12 selects under vmap on CPU.
     is_acting = (jnp.arange(C.NUM_SPECIES) == acting_species)[:, None]
-    keys = jnp.sum(jnp.where(is_acting, keys_by_species, 0), axis=0)
-    remove = jnp.any(is_acting & remove_by_species, axis=0)
+    keys = lane_sum(jnp.where(is_acting, keys_by_species, 0), axis=0)
+    remove = lane_any(is_acting & remove_by_species, axis=0)
     return keys, remove
 
 
@@ -159,7 +158,7 @@ _SHIFTS = _BITS * INDEX  # [5]
 
 def pack(queue):
     """``int32[]`` of a ``[5]`` queue (``-1`` empty)."""
-    return jnp.sum((queue.astype(jnp.int32) + 1) << _SHIFTS)
+    return lane_sum((queue.astype(jnp.int32) + 1) << _SHIFTS)
 
 
 def unpack(packed):
@@ -175,7 +174,7 @@ def _below(packed, n):
 def _card_set(packed):
     """``int32[]`` bit ``card`` set for each card in a packed queue."""
     slots = (packed >> _SHIFTS) & 31
-    return jnp.sum(jnp.where(slots > 0, 1 << jnp.maximum(slots - 1, 0), 0))
+    return lane_sum(jnp.where(slots > 0, 1 << jnp.maximum(slots - 1, 0), 0))
 
 
 def recurring(queue, skip_card):
@@ -197,13 +196,17 @@ def recurring(queue, skip_card):
         actor = ((packed >> (_BITS * at)) & 31) - 1  # card, -1 if none
         actor_species = jnp.where(actor >= C.NUM_SPECIES, actor - C.NUM_SPECIES, actor)
         actor_strength = actor_species + 1
-        slots = ((packed >> _SHIFTS) & 31) - 1  # [5] cards
-        species = jnp.where(slots >= C.NUM_SPECIES, slots - C.NUM_SPECIES, slots)
-        blocks = (INDEX < cursor) & ((species + 1 >= actor_strength) | (species == C.ZEBRA) | (slots < 0))
-        last_block = jnp.max(jnp.where(blocks, INDEX, -1))
+        # Slot by slot from the packed word, no [5] array: every op is elementwise in the
+        # batch, so the 11 visits fuse into one kernel on a GPU (see lanes.py).
+        last_block, ahead_species = jnp.int32(-1), jnp.int32(0)
+        for i in range(SLOTS):
+            card = ((packed >> (_BITS * i)) & 31) - 1
+            species = jnp.where(card >= C.NUM_SPECIES, card - C.NUM_SPECIES, card)
+            blocks = (i < cursor) & ((species + 1 >= actor_strength) | (species == C.ZEBRA) | (card < 0))
+            last_block = jnp.where(blocks, i, last_block)
+            ahead_species = jnp.where(i == cursor - 1, species, ahead_species)
         run_start = last_block + 1  # first card of the weaker run ahead
         has_run = run_start < cursor
-        ahead_species = jnp.sum(jnp.where(INDEX == cursor - 1, species, 0))
         is_hippo = actor_species == C.HIPPO
         is_croc = actor_species == C.CROCODILE
         jumps = ((actor_species == C.GIRAFFE) & (actor != skip_card) & (cursor > 0)

@@ -1,0 +1,251 @@
+"""What a compiled search program does inside its simulation loop, read from its text.
+
+Two views of one program, for two questions:
+
+* **StableHLO** (``jax.jit(f).lower(...).as_text()``, or ``jax.export`` for a platform
+  that is not present, so a GPU program can be read on a CPU): does the loop body hold
+  a host round trip? On a GPU, XLA's runtime copies the condition of a ``while`` whose
+  trip count it does not know to the host at every iteration, and the predicate of every
+  ``case``/``if`` too. A loop written with static bounds (``lax.fori_loop(0, n)``,
+  ``lax.scan``) lowers to a ``while`` whose condition compares its counter with a
+  constant: that one runs without a round trip. A Pallas kernel is one ``custom_call``;
+  its own loops run on the device.
+* **XLA's optimized HLO** (``compiled.as_text()``): how many top-level operations
+  (fusions, scatters, library calls) the simulation loop body runs per simulation: on a
+  GPU each is a kernel launch, and at thousands of games each kernel is small, so their
+  number sets the time of a simulation.
+
+:func:`loop_structure` answers the first, :func:`loop_ops` the second; both find the
+simulation loop as the loop whose trip count is the number of simulations.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import re
+
+# ----------------------------------------------------------------------------- StableHLO
+
+_FUNC = re.compile(r"^\s*func\.func (?:public |private )?@([\w.\-$]+)\(")
+_CALL = re.compile(r"\b(?:func\.)?call @([\w.\-$]+)\(")
+_CONSTANT = re.compile(r"^\s*(%[\w#\-]+) = stablehlo\.constant dense<(-?\d+)> : tensor<i\d+>")
+_COMPARE = re.compile(r"stablehlo\.compare\s+(LT|LE|GT|GE|NE),\s*(%[\w#\-]+),\s*(%[\w#\-]+)")
+_OP = re.compile(r"(?:^|= )\"?stablehlo\.([a-z_]+)")
+_CUSTOM_CALL = re.compile(r"stablehlo\.custom_call @([\w.\-$]+)")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _depth_change(line: str) -> int:
+    """Braces opened minus closed on ``line``, outside string literals (a Pallas kernel's
+    IR travels as a string of bytes)."""
+    code = _STRING.sub("", line)
+    return code.count("{") - code.count("}")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopStructure:
+    """The simulation loop of a StableHLO program.
+
+    Attributes:
+      trip_count: the loop's constant bound (the number of simulations).
+      unbounded_loops: ``while`` ops inside it (called functions included) whose condition
+        is not a counter against a constant: each a host round trip per iteration on a GPU.
+      conditionals: ``case``/``if`` ops inside it: each a host round trip on a GPU.
+      bounded_loops: the other ``while`` ops inside it, as their constant bounds.
+      kernels: the ``custom_call`` targets inside it (``__gpu$xla.gpu.triton``: a Pallas kernel).
+    """
+
+    trip_count: int
+    unbounded_loops: tuple[str, ...]
+    conditionals: tuple[str, ...]
+    bounded_loops: tuple[int, ...]
+    kernels: tuple[str, ...]
+
+    @property
+    def host_round_trips(self) -> tuple[str, ...]:
+        """Every op inside the loop that stops the device for the host on a GPU."""
+        return self.unbounded_loops + self.conditionals
+
+
+def _functions(text: str) -> dict[str, list[str]]:
+    """Function name -> its lines (the body between the header and its closing brace)."""
+    functions, name, depth, lines = {}, None, 0, []
+    for line in text.splitlines():
+        header = _FUNC.match(line)
+        if header and name is None:
+            name, depth, lines = header.group(1), 0, []
+        if name is None:
+            continue
+        lines.append(line)
+        depth += _depth_change(line)
+        if depth <= 0:
+            functions[name] = lines
+            name = None
+    return functions
+
+
+def _region_end(lines: list[str], start: int) -> int:
+    """Index of the line closing the op that starts at ``lines[start]`` (brace counting)."""
+    depth = 0
+    for i in range(start, len(lines)):
+        depth += _depth_change(lines[i])
+        if depth <= 0 and i > start:
+            return i
+    return len(lines) - 1
+
+
+def _whiles(lines: list[str]):
+    """``(condition lines, body lines)`` of each top-level-or-nested ``while`` in ``lines``."""
+    for i, line in enumerate(lines):
+        if "stablehlo.while(" not in line:
+            continue
+        end = _region_end(lines, i)
+        region = lines[i + 1:end + 1]
+        split = next((j for j, l in enumerate(region) if "} do {" in l), len(region))
+        yield region[:split], region[split + 1:]
+
+
+def _constant_bound(condition: list[str], constants: dict[str, int]):
+    """The constant a counting loop's condition compares with, or None."""
+    if len(condition) > 4:  # a counter's condition is one compare and its return
+        return None
+    for line in condition:
+        compare = _COMPARE.search(line)
+        if compare:
+            for operand in compare.group(2, 3):
+                if operand in constants:
+                    return constants[operand]
+    return None
+
+
+def loop_structure(stablehlo_text: str, trip_count: int) -> LoopStructure:
+    """The :class:`LoopStructure` of the loop of ``trip_count`` iterations (the simulation
+    loop; the largest one if several have that bound). Raises ``ValueError`` if none."""
+    functions = _functions(stablehlo_text)
+    # SSA names are scoped by function: each function's integer constants apart.
+    constants = {name: {m.group(1): int(m.group(2)) for line in lines if (m := _CONSTANT.match(line))}
+                 for name, lines in functions.items()}
+    candidates = [(name, body) for name, lines in functions.items() for condition, body in _whiles(lines)
+                  if _constant_bound(condition, constants[name]) == trip_count]
+    if not candidates:
+        raise ValueError(f"no loop of {trip_count} iterations in the program")
+    chunks = max((_inside(name, body, functions) for name, body in candidates),
+                 key=lambda chunks: sum(len(lines) for _, lines in chunks))
+    unbounded, bounded, conditionals, kernels = [], [], [], []
+    for name, lines in chunks:
+        for condition, _ in _whiles(lines):
+            bound = _constant_bound(condition, constants[name])
+            if bound is None:
+                unbounded.append(f"@{name}: " + " ".join(l.strip() for l in condition)[:200])
+            else:
+                bounded.append(bound)
+        for line in lines:
+            op = _OP.search(line)
+            if op and op.group(1) in ("case", "if"):
+                conditionals.append(f"@{name}: {line.strip()[:200]}")
+            kernel = _CUSTOM_CALL.search(line)
+            if kernel:
+                kernels.append(kernel.group(1))
+    return LoopStructure(trip_count, tuple(unbounded), tuple(conditionals), tuple(bounded), tuple(kernels))
+
+
+def _inside(function: str, body: list[str], functions: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
+    """``(function, lines)`` of ``body`` (in ``function``) and of every function it calls,
+    transitively, each once."""
+    chunks, seen, pending = [(function, body)], set(), list(body)
+    while pending:
+        line = pending.pop()
+        for name in _CALL.findall(line):
+            if name in functions and name not in seen:
+                seen.add(name)
+                chunks.append((name, functions[name]))
+                pending += functions[name]
+    return chunks
+
+
+# ----------------------------------------------------------------------------- XLA's optimized HLO
+
+_COMPUTATION = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$")
+_INSTRUCTION = re.compile(r"^(?:ROOT )?%[\w.\-]+ = .*? ([a-z][\w\-]*)\(")
+_TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
+_BODY = re.compile(r"\bbody=%?([\w.\-]+)")
+_TO_APPLY = re.compile(r"\bto_apply=%?([\w.\-]+)")
+# Bookkeeping that launches nothing.
+_FREE = {"parameter", "get-tuple-element", "tuple", "constant", "bitcast", "after-all", "partition-id",
+         "replica-id", "opt-barrier"}
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopOps:
+    """The top-level operations of the simulation loop's body in XLA's optimized HLO.
+
+    Attributes:
+      total: their number (each a kernel launch on a GPU, roughly).
+      by_opcode: their number per opcode (``fusion``, ``scatter``, ``custom-call``...).
+      nested_loops: the loops inside the body, as ``(ops in their body, known trip count
+        or None)``: a loop's body runs once per iteration.
+    """
+
+    total: int
+    by_opcode: dict
+    nested_loops: tuple
+
+    def __str__(self) -> str:
+        top = ", ".join(f"{n} {op}" for op, n in sorted(self.by_opcode.items(), key=lambda kv: -kv[1]))
+        nested = "".join(f"; a loop of {ops} ops x {count or 'unknown'}" for ops, count in self.nested_loops)
+        return f"{self.total} ops ({top}){nested}"
+
+
+def _computations(text: str) -> dict[str, list[str]]:
+    computations, current = {}, None
+    for line in text.splitlines():
+        header = _COMPUTATION.match(line)
+        if header and not line.startswith(" "):
+            current = computations.setdefault(header.group(1), [])
+        elif line.strip() == "}":
+            current = None
+        elif current is not None and line.strip():
+            current.append(line.strip())
+    return computations
+
+
+def _opcodes(lines: list[str]) -> collections.Counter:
+    counts = collections.Counter()
+    for line in lines:
+        match = _INSTRUCTION.match(line)
+        if match and match.group(1) not in _FREE:
+            counts[match.group(1)] += 1
+    return counts
+
+
+def _flattened(computations: dict[str, list[str]], name: str) -> list[str]:
+    """The lines of ``name`` with each ``call`` replaced by the lines it calls (XLA:CPU
+    outlines parts of a body into called computations that run inline)."""
+    lines = []
+    for line in computations[name]:
+        match = _INSTRUCTION.match(line)
+        if match and match.group(1) == "call" and (target := _TO_APPLY.search(line)):
+            lines += _flattened(computations, target.group(1))
+        else:
+            lines.append(line)
+    return lines
+
+
+def loop_ops(hlo_text: str, trip_count: int) -> LoopOps:
+    """:class:`LoopOps` of the loop with ``trip_count`` iterations (the largest if several).
+    Raises ``ValueError`` if XLA found no loop with that count."""
+    computations = _computations(hlo_text)
+    bodies = [_BODY.search(line).group(1) for lines in computations.values() for line in lines
+              if " while(" in line and (m := _TRIP_COUNT.search(line)) and int(m.group(1)) == trip_count]
+    if not bodies:
+        raise ValueError(f"no loop with a known trip count of {trip_count} in the program")
+    body = max((_flattened(computations, b) for b in bodies), key=lambda lines: sum(_opcodes(lines).values()))
+    counts = _opcodes(body)
+    nested = []
+    for line in body:
+        if " while(" in line:
+            trip = _TRIP_COUNT.search(line)
+            inner = _flattened(computations, _BODY.search(line).group(1))
+            nested.append((sum(_opcodes(inner).values()), int(trip.group(1)) if trip else None))
+    return LoopOps(sum(counts.values()), dict(counts), tuple(nested))

@@ -1,0 +1,122 @@
+"""The GPU's search loop (``search/device_loop.py``): its pieces against their plain
+versions, and the program it compiles to: no host round trip inside a simulation.
+
+The trees it builds are compared with stock mctx's in tests/test_mctx_patch.py. Here:
+the Pallas walk (interpreted on the CPU) walks as the XLA walk does; the state packer
+round-trips every dtype; and ``run_search``'s program, lowered for a CUDA GPU from this
+CPU (``jax.export``), holds in its simulation loop no ``while`` without a constant bound
+and no ``case``/``if`` (each a device-to-host copy and a wait per iteration on a GPU),
+with and without the network's afterstates; the dynamic loop's program, which has such
+loops, fails the same check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import export
+
+from beastybar_jax.games.beastybar import BEASTYBAR
+from beastybar_jax.network import NetworkConfig, init_params, make_network
+from beastybar_jax.search import SearchConfig, device_loop, mctx_patch, network_evaluator, programs, run_search
+
+TRITON = "__gpu$xla.gpu.triton"
+
+
+def random_links(batch: int, num_nodes: int, num_actions: int, seed: int):
+    """``links [B, N+1, 4]`` of random trees (node i's parent is below i; about 70% of
+    the nodes are some parent's cached next node) and each root's first child."""
+    rng = np.random.default_rng(seed)
+    next_node = np.full((batch, num_nodes), -1, np.int32)
+    for b in range(batch):
+        for i in range(1, num_nodes):
+            if rng.random() < 0.7:
+                next_node[b, rng.integers(0, i)] = i
+    links = np.zeros((batch, num_nodes, device_loop.NUM_LINKS), np.int32)
+    links[..., device_loop.NEXT] = next_node
+    links[..., device_loop.SELECTED] = rng.integers(0, num_actions, (batch, num_nodes))
+    root_action = rng.integers(0, num_actions, batch).astype(np.int32)
+    return jnp.asarray(links), jnp.asarray(next_node[:, 0]), jnp.asarray(root_action)
+
+
+@pytest.mark.parametrize("batch, max_depth", [(200, 12), (3, 1), (130, 40)])
+def test_the_pallas_walk_walks_as_the_xla_walk(batch, max_depth):
+    """Every output (path, parent, action, depth), with blocks of 128 games padded and
+    walks cut at ``max_depth``."""
+    links, first, root_action = random_links(batch, 21, 5, seed=batch)
+    want = device_loop.walk(links, first, root_action, max_depth)
+    got = device_loop.walk_pallas(links, first, root_action, max_depth, interpret=True)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.asarray(w), np.asarray(g))
+    depths = np.asarray(want[3])
+    assert depths.max() == min(max_depth - 1, depths.max()) and (max_depth == 1 or depths.max() > 1)
+
+
+def test_state_rows_round_trip_every_dtype():
+    states = jax.vmap(BEASTYBAR.init)(jax.random.split(jax.random.key(0), 3))
+    states = states.replace(rewards=jnp.asarray([[1.0, -1.0], [0.5, -0.0], [jnp.nan, 2.0]], jnp.float32))
+    packer = device_loop.StatePacker.of(states)
+    rows = packer.pack(states)
+    assert rows.dtype == jnp.uint8 and rows.shape == (3, packer.num_bytes) and packer.num_bytes == 104
+    for want, got in zip(jax.tree.leaves(states), jax.tree.leaves(packer.unpack(rows))):
+        assert want.dtype == got.dtype
+        np.testing.assert_array_equal(np.asarray(want).view(np.uint8), np.asarray(got).view(np.uint8))
+
+
+# ----------------------------------------------------------------------------- the programs
+
+NUM_SIMULATIONS = 5
+
+
+def lowered_search(loop: str, afterstates: bool, platform: str = "cuda") -> str:
+    """StableHLO of ``run_search`` (8 positions, a tiny network) with ``loop``, lowered
+    for ``platform``."""
+    replies = dict(afterstates=True, replies=True, afterstate_width=8) if afterstates else {}
+    network = make_network(NetworkConfig(width=16, depth=1, **replies), BEASTYBAR)
+    params = init_params(network, jax.random.key(0), BEASTYBAR.observation_size)
+    states = jax.vmap(BEASTYBAR.init)(jax.random.split(jax.random.key(1), 8))
+    config = SearchConfig(num_simulations=NUM_SIMULATIONS)
+
+    def search(params, states, key):
+        return run_search(BEASTYBAR, network_evaluator(BEASTYBAR, network, params), states, key, config)
+
+    with mctx_patch.installed(loop=loop):
+        exported = export.export(jax.jit(search), platforms=[platform],
+                                 disabled_checks=[export.DisabledSafetyCheck.custom_call(TRITON)])(
+            params, states, jax.random.key(2))
+    return exported.mlir_module()
+
+
+@pytest.mark.parametrize("afterstates", [False], ids=["plain"])
+def test_the_gpu_program_has_no_host_round_trip_inside_a_simulation(afterstates):
+    structure = programs.loop_structure(lowered_search("static-pallas", afterstates), NUM_SIMULATIONS)
+    assert structure.host_round_trips == ()
+    assert structure.kernels.count(TRITON) == 1  # the walk, a loop on the device
+
+
+def test_the_dynamic_loop_fails_the_same_check():
+    structure = programs.loop_structure(lowered_search("dynamic", afterstates=False), NUM_SIMULATIONS)
+    assert len(structure.unbounded_loops) == 2  # the walk down and the backup
+    assert TRITON not in structure.kernels
+
+
+def test_loop_ops_counts_the_simulation_body_of_a_compiled_program():
+    """``programs.loop_ops`` finds the loop by its trip count and counts its kernels,
+    its nested loops apart."""
+
+    def f(x):
+        def body(i, x):
+            x = jnp.sin(x) @ x
+            return jax.lax.while_loop(lambda y: jnp.sum(y) > 1.0, lambda y: y * 0.5, x)
+        return jax.lax.fori_loop(0, 7, body, x)
+
+    text = jax.jit(f).lower(jnp.ones((4, 4))).compile().as_text()
+    ops = programs.loop_ops(text, 7)
+    assert ops.by_opcode.get("while") == 1 and ops.total >= 2
+    assert [count for _, count in ops.nested_loops] == [None]  # the inner loop's count is data
+    with pytest.raises(ValueError, match="no loop with a known trip count of 8"):
+        programs.loop_ops(text, 8)
