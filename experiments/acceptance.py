@@ -3,7 +3,7 @@
 Usage::
 
     python experiments/acceptance.py --out DIR [--scale full|tiny] [--parts a,b,...] [--jobs N] [--commit ID]
-    python experiments/acceptance.py --table DIR/report.json     # the Markdown table for the docs
+    python experiments/acceptance.py --table DIR/report.json     # machine line and Markdown table for the docs
 
 On whatever devices JAX sees, the parts below run one after another (``--jobs N``: N at a
 time; the figures of parts that share the machine are not comparable, so measure with the
@@ -496,12 +496,16 @@ def _fmt(value) -> str:
     return str(value)
 
 
+def machine_line(report: dict) -> str:
+    """The date, the machine, the versions, the commit and the command of a report."""
+    m = report["machine"]
+    return (f"{m['date']}, {m['device']} x{m['num_devices']} ({m['backend']}), jax {m['jax']}, "
+            f"python {m['python']}, commit {report['commit']}; command: `{report['command']}`")
+
+
 def markdown(report: dict) -> str:
     """``report.md``: the machine, then one table of every figure with its target."""
-    m = report["machine"]
-    lines = [f"# Acceptance run ({report['scale']} scale)", "",
-             f"{m['date']}, {m['device']} x{m['num_devices']} ({m['backend']}), jax {m['jax']}, "
-             f"python {m['python']}, commit {report['commit']}; command: `{report['command']}`", "",
+    lines = [f"# Acceptance run ({report['scale']} scale)", "", machine_line(report), "",
              "| part | status | seconds |", "|---|---|---:|"]
     if report.get("interrupted"):
         lines[4:4] = ["**Interrupted** after "
@@ -528,6 +532,14 @@ def table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def docs_table(report: dict) -> str:
+    """What ``--table`` prints for docs/performance.md: the machine line with each part's
+    status and seconds, then the figures' table."""
+    parts = ", ".join(f"{p['part']} {p['status']} ({p['seconds']:.0f} s)" for p in report["parts"])
+    stopped = " (interrupted)" if report.get("interrupted") else ""
+    return f"{machine_line(report)}. Parts{stopped}: {parts}.\n\n{table(report)}"
+
+
 def git_commit() -> str:
     """The checkout's commit, ``-dirty`` where its tracked files differ from it (as on a
     machine that was sent the working tree and an older copy of the git metadata)."""
@@ -549,7 +561,8 @@ def parse_args(argv) -> argparse.Namespace:
                         help="parts at a time (default 1: only then are timed figures comparable)")
     parser.add_argument("--commit", help="the commit to name in the report (default: the checkout's, from git; "
                                          "give it where the code was copied without its git history)")
-    parser.add_argument("--table", metavar="REPORT_JSON", help="print the figures of a report as a Markdown table")
+    parser.add_argument("--table", metavar="REPORT_JSON",
+                        help="print a report's machine line and its figures as a Markdown table")
     parser.add_argument("--run-part", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.table:
@@ -573,7 +586,7 @@ def main(argv=None) -> int:
                 report = json.load(f)
             if not isinstance(report, dict) or not isinstance(report.get("parts"), list):
                 raise ValueError("not an acceptance report (an object with a list of parts)")
-            print(table(report))
+            print(docs_table(report))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             print(f"error: cannot read the report {args.table}: {e}", file=sys.stderr)
             return 2

@@ -3,6 +3,7 @@ the CPU here, so the script cannot rot."""
 
 from __future__ import annotations
 
+import glob
 import importlib.util
 import json
 import os
@@ -127,6 +128,45 @@ def test_each_documented_gpu_slot_fits_a_ten_minute_command():
     assert sorted(p for slot in slots for p in slot.split(",")) == sorted(module.PARTS)
     for slot in slots:
         assert sum(module.BUDGETS["full"][part] for part in slot.split(",")) <= 600 - 30, slot
+
+
+def test_the_table_opens_with_the_machine_line_and_each_parts_status(tmp_path, capsys):
+    """``--table`` prints what a table in the docs needs above the figures: one line with the
+    report's date, machine, versions, commit and command, and each part's status and seconds
+    (a part that ran out of time keeps the figures it finished)."""
+    module = load_script("acceptance")
+    machine = dict(backend="gpu", device="NVIDIA H100", num_devices=1, python="3.12.3", jax="0.11.2",
+                   date="2026-11-26")
+    report = dict(scale="full", commit="abc1234", command="python experiments/acceptance.py --out x", machine=machine,
+                  parts=[dict(part="engine", status="ok", seconds=20.4,
+                              figures=[module.figure("engine_step_steps_per_second", 5.72e7, "steps/s", batch_size=4096)]),
+                         dict(part="search", status="timed out", why="after 70 s", seconds=70.0, figures=[])])
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    assert module.main(["--table", str(path)]) == 0
+    first, blank, *table = capsys.readouterr().out.splitlines()
+    assert first == ("2026-11-26, NVIDIA H100 x1 (gpu), jax 0.11.2, python 3.12.3, commit abc1234; command: "
+                     "`python experiments/acceptance.py --out x`. Parts: engine ok (20 s), search timed out (70 s).")
+    assert blank == "" and table[2].startswith("| engine | engine_step_steps_per_second | 57.2 M steps/s |")
+
+
+def test_the_docs_show_each_devices_latest_report_as_generated():
+    """docs/acceptance/<device>/ holds one device's latest report: its ``report.md`` is what
+    the script makes of its ``report.json``, beside a README naming the run, and
+    docs/performance.md shows exactly what ``--table`` prints for it (regenerate, never edit)."""
+    module = load_script("acceptance")
+    with open(os.path.join(REPO, "docs", "performance.md")) as f:
+        page = f.read()
+    devices = sorted(glob.glob(os.path.join(REPO, "docs", "acceptance", "*", "report.json")))
+    assert len(devices) >= 2, devices
+    for path in devices:
+        folder = os.path.dirname(path)
+        with open(path) as f:
+            report = json.load(f)
+        with open(os.path.join(folder, "report.md")) as f:
+            assert f.read() == module.markdown(report), f"{folder}/report.md is not made from its report.json"
+        assert os.path.isfile(os.path.join(folder, "README.md")), folder
+        assert module.docs_table(report) in page, f"docs/performance.md does not show --table {path}"
 
 
 def test_a_part_past_its_budget_is_reported_and_the_run_goes_on(tmp_path):

@@ -33,7 +33,8 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
 def documented_commands() -> list[tuple[str, str]]:
-    """``(file name, command)`` for each shell command in a fenced code block."""
+    """``(file name, command)`` for each shell command in a fenced code block, and for each
+    ``python ...`` command quoted in a table's row (the levers' table gives one a row)."""
     commands = []
     for path in DOCS:
         in_block, language, pending = False, "", ""
@@ -41,6 +42,9 @@ def documented_commands() -> list[tuple[str, str]]:
             fence = re.match(r"^```(\w*)", line)
             if fence:
                 in_block, language = (not in_block), fence.group(1)
+                continue
+            if not in_block and line.startswith("|"):
+                commands += [(path.name, quoted) for quoted in re.findall(r"`(python [^`]+)`", line)]
                 continue
             if not in_block or language not in ("", "bash", "sh"):
                 continue
@@ -440,9 +444,63 @@ def test_every_measured_table_says_machine_date_and_command(page):
         table = [line for line in section.splitlines() if line.startswith("|") and re.search(r"\d", line)]
         if not table:
             continue
-        assert re.search(r"\b(CPU|H100)\b", section), f"{page}.md, {title}: no machine"
+        assert re.search(r"\b(CPU|H100|H200)\b", section), f"{page}.md, {title}: no machine"
         assert re.search(r"\b20\d\d-\d\d-\d\d\b", section), f"{page}.md, {title}: no date"
         assert re.search(r"python (experiments/|-m )|\.ci/run", section), f"{page}.md, {title}: no command"
+
+
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.? \d{1,2}\b")
+MACHINE = re.compile(r"\b(CPU|GPU|H100|H200|A100)\b")
+
+
+def _past_fence(lines: list[str], i: int) -> int:
+    """The index after the fenced block that opens at line ``i``."""
+    return next((j for j in range(i + 1, len(lines)) if lines[j].startswith("```")), len(lines)) + 1
+
+
+def dated_prose(text: str) -> list[str]:
+    """The lines of a page that carry a date but are neither a table's row nor its machine
+    line. A machine line is in the paragraph right before a table (a command block may sit
+    between them), and that paragraph names the machine. Code blocks are not read."""
+    lines, bad, i = text.splitlines(), [], 0
+    while i < len(lines):
+        if lines[i].startswith("```"):
+            i = _past_fence(lines, i)
+            continue
+        if not lines[i].strip() or lines[i].startswith("|"):
+            i += 1
+            continue
+        end = i + 1  # a heading, or a paragraph up to a blank line, a fence, a table or a heading
+        if not lines[i].startswith("#"):
+            while end < len(lines) and lines[end].strip() and not lines[end].startswith(("```", "|", "#")):
+                end += 1
+        paragraph, after = lines[i:end], end  # after it: blank lines and command blocks, then a table?
+        while after < len(lines) and (not lines[after].strip() or lines[after].startswith("```")):
+            after = _past_fence(lines, after) if lines[after].startswith("```") else after + 1
+        machine_line = (not paragraph[0].startswith("#") and after < len(lines) and lines[after].startswith("|")
+                        and MACHINE.search(" ".join(paragraph)))
+        bad += [line for line in paragraph if DATE.search(line) and not machine_line]
+        i = end
+    return bad
+
+
+def test_dated_prose_is_found():
+    """The rule below, on examples: a dated machine line before its table (or before the
+    command block above the table) passes; a dated sentence anywhere else does not."""
+    table = "| a | b |\n|---|---|\n| 1 | 2 |\n"
+    assert dated_prose(f"CPU, 2026-11-26, load 1:\n\n```bash\npython x.py\n```\n\n{table}") == []
+    assert dated_prose(f"Text.\n\n| run | 2026-11-26 |\n|---|---|\n") == []
+    assert dated_prose(f"{table}\nA run on the CPU on Nov 26 was slower.\n") == ["A run on the CPU on Nov 26 was slower."]
+    assert dated_prose(f"A second run (2026-11-27)\nwas faster.\n\n{table}") == ["A second run (2026-11-27)"]
+    assert dated_prose(f"## The run of 2026-11-26\n\n{table}") == ["## The run of 2026-11-26"]
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
+def test_guides_keep_dates_on_machine_lines_only(page):
+    """The guides hold current figures, not a run log: a date appears only in a table's rows
+    or on its machine line. Dated history belongs in CHANGELOG.md and in the acceptance
+    reports' READMEs (docs/acceptance/), which this does not read."""
+    assert dated_prose(page.read_text()) == [], f"{page.name}: dated lines outside a table's machine line"
 
 
 def test_the_repository_stands_alone():
