@@ -358,3 +358,29 @@ def random_positions():
     flat = jax.tree.map(lambda x: x[live], flat)
     masks = np.asarray(jax.jit(jax.vmap(game.legal_action_mask))(flat))
     return flat, masks
+
+
+def test_the_engine_written_lane_by_lane_plays_as_the_cpus():
+    """The engine traced for a GPU (small reductions written out lane by lane, the
+    recurring phase slot by slot: ``lanes.py``) steps, masks and observes every position
+    of random games exactly as the form the CPU compiles does, illegal and out-of-range
+    actions included."""
+    from helpers import random_playout
+    from beastybar_jax.games.beastybar import lanes
+
+    before, actions, _ = random_playout(48)(jax.random.key(11))
+    states = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), before)
+    actions = actions.reshape(-1)
+    actions = actions.at[::7].set(jnp.arange(actions[::7].shape[0]) % 33 - 1)  # some illegal, -1 and 31
+
+    def play(states, actions):
+        after = jax.vmap(game.step)(states, actions)
+        return after, jax.vmap(game.legal_action_mask)(after), jax.vmap(game.observe)(after, after.current_player)
+
+    results = []
+    for written_out in (False, True):
+        with lanes.written_out(written_out):
+            results.append(jax.jit(play).lower(states, actions).compile()(states, actions))
+    for want, got in zip(jax.tree.leaves(results[0]), jax.tree.leaves(results[1])):
+        np.testing.assert_array_equal(np.asarray(want), np.asarray(got))
+    assert bool(jnp.any(results[0][0].terminated & ~states.terminated))  # the sample reaches the end of games

@@ -129,7 +129,8 @@ def machine_info() -> dict:
 
 def machine_line(machine: dict) -> str:
     """The line naming the machine above every results table."""
-    return (f"backend: {machine['backend']} ({machine['device']}, {machine['num_devices']} device(s)); "
+    target = f"compiled for {machine['compiled_for']} (not run) on " if machine.get("compiled_for") else ""
+    return (f"{target}backend: {machine['backend']} ({machine['device']}, {machine['num_devices']} device(s)); "
             f"cpu: {machine['cpu']} x{machine['cpu_count']}; jax {machine['jax']}; {machine['date']}")
 
 
@@ -152,6 +153,33 @@ def compile_seconds(jitted, *args) -> tuple[Any, float]:
     start = time.perf_counter()
     compiled = jitted.lower(*args).compile()
     return compiled, time.perf_counter() - start
+
+
+TARGETS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets")
+COMPILE_TARGETS = tuple(sorted(name[:-len(".pbtxt")] for name in os.listdir(TARGETS_DIR) if name.endswith(".pbtxt")))
+
+
+def target_device(name: str):
+    """A compile-only device of the GPU ``name`` (``targets/<name>.pbtxt``, XLA's
+    ``GpuTargetConfig``): programs placed on it are compiled by XLA's GPU compiler on
+    this machine, with no GPU here, and cannot run. Needs JAX's CUDA plugin
+    (``pip install -e ".[cuda]"``); on a machine without a GPU, run with
+    ``JAX_PLATFORMS=cpu`` so that JAX does not try to start one."""
+    from jax.experimental import topologies
+
+    with open(os.path.join(TARGETS_DIR, f"{name}.pbtxt")) as f:
+        config = f.read()
+    try:
+        topology = topologies.get_topology_desc(name, "cuda", target_config=config, topology="1x1x1")
+    except Exception as e:  # no CUDA plugin, or one that cannot compile without a device
+        raise SystemExit(f"error: --compile-for {name} needs JAX's CUDA plugin (pip install -e \".[cuda]\"): {e}")
+    return topology.devices[0]
+
+
+def on_device(tree, device):
+    """``tree``'s arrays as ``ShapeDtypeStruct``s placed on ``device`` (for ``lower``)."""
+    sharding = jax.sharding.SingleDeviceSharding(device)
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), tree)
 
 
 def repeat_keys(key: jax.Array, repeats: int, offset: int = 1) -> list:

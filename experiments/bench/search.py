@@ -1,11 +1,13 @@
 """``search``: ``run_search`` alone (sampled worlds, mctx search, combine at the root), no
-learner: simulations per second and the cost of one simulation as their number grows,
-with the search loop as patched by beastybar_jax or mctx's own.
+learner: simulations per second, the cost of one simulation as their number grows, and
+the operations the simulation loop's body runs (each a kernel launch on a GPU), with
+beastybar_jax's search loops (``--loop``: the CPU's dynamic loop, the GPU's static loop
+and its XLA-walk variant; ``search/mctx_patch.py``) or mctx's own.
 
 Positions come from random play of fresh deals (0 to 3/4 of the longest game). The
 relative cost is the time per simulation over that of the fewest simulations measured
-with the same batch size, mctx and unroll; the CPU cost the same in process CPU time (on
-a CPU backend, less disturbed by other jobs than wall time).
+with the same batch size and loop; the CPU cost the same in process CPU time (on a CPU
+backend, less disturbed by other jobs than wall time).
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ from bench import common
 from bench.env import sample_uniform_legal
 from beastybar_jax.games import Game, get_game
 from beastybar_jax.network import init_params, make_network
-from beastybar_jax.search import mctx_patch, network_evaluator, run_search, uniform_evaluator
+from beastybar_jax.search import mctx_patch, network_evaluator, programs, run_search, uniform_evaluator
 from beastybar_jax.seeds import seed_key
 
 DEFAULT_CONFIG = "configs/h100.yaml"
 DEFAULT_SIMULATIONS = (8, 16, 32, 64, 128, 256)
 MCTX_MODES = ("patched", "stock", "both")
+LOOPS = ("auto", "dynamic", "static", "static-xla")
 
 
 def search_positions(game: Game, batch_size: int, key: jax.Array):
@@ -55,14 +58,17 @@ def search_positions(game: Game, batch_size: int, key: jax.Array):
 
 
 def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: str, mctx: str,
-                 repeats: int, seed: int = 0, unroll: int = 1) -> dict:
+                 repeats: int, seed: int = 0, loop: str = "auto", compile_for: str | None = None) -> dict:
     """Compile and time ``run_search`` alone for ``batch_size`` positions with
     ``base_config``'s search and, unless ``evaluator == "uniform"``, its network with
-    fresh parameters. ``mctx``: ``"patched"`` (``mctx_patch``'s search loop, ``unroll``
-    steps per loop iteration) or ``"stock"`` (mctx's own)."""
+    fresh parameters. ``mctx``: ``"patched"`` (``mctx_patch``'s ``loop``) or ``"stock"``
+    (mctx's own). ``compile_for``: compile for that GPU (:func:`common.target_device`)
+    instead, traced as for a GPU (``loop`` ``"auto"`` is the static one), without timing."""
     game = get_game(base_config.game)
     search_config = dataclasses.replace(base_config.search, num_simulations=num_simulations)
     key = seed_key(seed)
+    if compile_for is not None:
+        return _compile_only(base_config, game, search_config, batch_size, evaluator, mctx, loop, compile_for, key)
     states = search_positions(game, batch_size, key)
     if evaluator == "uniform":
         params, evaluator_name = (), "uniform"
@@ -76,14 +82,17 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
     def search(params, states, key):
         return run_search(game, make_evaluate(params), states, key, search_config, add_noise=True)
 
-    with mctx_patch.stock_mctx() if mctx == "stock" else mctx_patch.installed(unroll):
+    with mctx_patch.stock_mctx() if mctx == "stock" else mctx_patch.installed(loop):
         compiled, compile_s = common.compile_seconds(jax.jit(search), params, states, key)
+    body = programs.loop_ops(compiled.as_text(), num_simulations)
     jax.block_until_ready(compiled(params, states, key))  # warm-up run
     keys = common.repeat_keys(key, repeats)
     best, best_cpu, _ = common.best_of(repeats, lambda r: compiled(params, states, keys[r]))
     simulations = batch_size * search_config.num_determinizations * num_simulations
     return dict(
-        batch_size=batch_size, num_simulations=num_simulations, mctx=mctx, unroll=unroll if mctx == "patched" else 0,
+        batch_size=batch_size, num_simulations=num_simulations, mctx=mctx,
+        loop=mctx_patch.resolve_loop(loop) if mctx == "patched" else "stock",
+        body_ops=body.total, body_nested_loops=[list(loop_) for loop_ in body.nested_loops],
         search=search_config.algorithm, num_determinizations=search_config.num_determinizations,
         network=evaluator_name, search_seconds=best, cpu_seconds=best_cpu,
         simulations_per_second=simulations / best, seconds_per_simulation=best / simulations,
@@ -91,11 +100,44 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
     )
 
 
+def _compile_only(base_config, game, search_config, batch_size, evaluator, mctx, loop, target, key) -> dict:
+    """:func:`bench_search`'s row for a program compiled for GPU ``target``, not run."""
+    from beastybar_jax.games.beastybar import lanes
+
+    device = common.target_device(target)
+    loop = {"auto": "static", "static": "static-pallas"}.get(loop, loop)  # as traced on a GPU
+    if evaluator == "uniform":
+        params, evaluator_name, make_evaluate = (), "uniform", lambda params: uniform_evaluator(game)
+    else:
+        network = make_network(base_config.network, game)
+        params = jax.eval_shape(lambda k: init_params(network, k, game.observation_size), key)
+        evaluator_name = common.network_name(base_config)
+        make_evaluate = lambda params: network_evaluator(game, network, params)
+    states = jax.eval_shape(lambda k: jax.vmap(game.init)(jax.random.split(k, batch_size)), key)
+
+    def search(params, states, key):
+        return run_search(game, make_evaluate(params), states, key, search_config, add_noise=True)
+
+    args = common.on_device((params, states, key), device)
+    with (mctx_patch.stock_mctx() if mctx == "stock" else mctx_patch.installed(loop)), lanes.written_out(True):
+        compiled, compile_s = common.compile_seconds(jax.jit(search), *args)
+    body = programs.loop_ops(compiled.as_text(), search_config.num_simulations)
+    nan = float("nan")
+    return dict(
+        batch_size=batch_size, num_simulations=search_config.num_simulations, mctx=mctx,
+        loop=loop.replace("-pallas", "") if mctx == "patched" else "stock", body_ops=body.total,
+        body_nested_loops=[list(loop_) for loop_ in body.nested_loops], compiled_for=target,
+        search=search_config.algorithm, num_determinizations=search_config.num_determinizations,
+        network=evaluator_name, search_seconds=nan, cpu_seconds=nan, simulations_per_second=nan,
+        seconds_per_simulation=nan, compile_seconds=compile_s, load_average=os.getloadavg()[0],
+    )
+
+
 def add_relative_cost(rows: list[dict]) -> None:
     """``relative_cost``: seconds per simulation over that of the fewest simulations
-    measured with the same batch size, mctx and unroll (normally 8); ``relative_cpu_cost``
-    the same in process CPU time."""
-    variant = lambda r: (r["batch_size"], r["mctx"], r["unroll"])
+    measured with the same batch size and loop (normally 8); ``relative_cpu_cost`` the
+    same in process CPU time."""
+    variant = lambda r: (r["batch_size"], r["loop"])
     for row in rows:
         fewest = min((r for r in rows if variant(r) == variant(row)), key=lambda r: r["num_simulations"])
         row["relative_to_simulations"] = fewest["num_simulations"]
@@ -104,33 +146,40 @@ def add_relative_cost(rows: list[dict]) -> None:
             fewest["cpu_seconds"] / fewest["num_simulations"])
 
 
-def _mctx_label(row: dict) -> str:
-    return row["mctx"] if row["unroll"] <= 1 else f"unroll {row['unroll']}"
+def _body_label(row: dict) -> str:
+    """The simulation body's ops, and each loop inside it as ``+ops x trips`` (``?``: a
+    count that depends on the data, each iteration a host round trip on a GPU)."""
+    nested = "".join(f" +{ops}x{trips or '?'}" for ops, trips in row["body_nested_loops"])
+    return f"{row['body_ops']}{nested}"
 
 
 def run(args: argparse.Namespace) -> int:
     base = common.load_base_config(args.config, args.overrides)
-    machine = common.machine_info()
-    variants = [("patched", unroll) for unroll in args.unroll] if args.mctx in ("patched", "both") else []
-    variants += [("stock", 0)] if args.mctx in ("stock", "both") else []
+    machine = dict(common.machine_info(), compiled_for=args.compile_for)
+    variants = [("patched", loop) for loop in args.loop] if args.mctx in ("patched", "both") else []
+    variants += [("stock", "auto")] if args.mctx in ("stock", "both") else []
     rows = []
     for batch in args.batch_sizes:
-        for mode, unroll in variants:
-            label = mode if unroll <= 1 else f"unroll {unroll}"
+        for mode, loop in variants:
+            label = mctx_patch.resolve_loop(loop) if mode == "patched" else "stock"
             for sims in args.simulations:
                 common.check_signals()
                 row = common.unless_out_of_memory(f"batch {batch} sims {sims} {label}", lambda: bench_search(
-                    base, batch, sims, args.evaluator, mode, args.repeats, seed=args.seed, unroll=max(unroll, 1)))
+                    base, batch, sims, args.evaluator, mode, args.repeats, seed=args.seed, loop=loop,
+                    compile_for=args.compile_for))
                 if row is not None:
                     rows.append(row)
-                    common.progress(f"games {batch} sims {sims} {label}: {common.rate(row['simulations_per_second'])} "
-                                    f"sims/s, {row['search_seconds']:.4f} s per search, "
-                                    f"compile {row['compile_seconds']:.1f} s, load {row['load_average']:.1f}")
+                    timing = (f"compiled for {args.compile_for}, not run" if args.compile_for else
+                              f"{common.rate(row['simulations_per_second'])} sims/s, {row['search_seconds']:.4f} s "
+                              f"per search")
+                    common.progress(f"games {batch} sims {sims} {label}: {_body_label(row)} ops per simulation, "
+                                    f"{timing}, compile {row['compile_seconds']:.1f} s, load {row['load_average']:.1f}")
     add_relative_cost(rows)
     common.print_table(machine, [
         ("games", lambda r: r["batch_size"]),
         ("sims", lambda r: r["num_simulations"]),
-        ("mctx", _mctx_label),
+        ("loop", lambda r: r["loop"]),
+        ("ops/sim", _body_label),
         ("sims/s", lambda r: common.rate(r["simulations_per_second"])),
         ("us/sim", lambda r: f"{r['seconds_per_simulation'] * 1e6:.3f}"),
         ("cost vs fewest", lambda r: f"{r['relative_cost']:.2f} (x{r['relative_to_simulations']})"),
@@ -156,8 +205,12 @@ def add_parser(subparsers) -> None:
                    help="the config's network with fresh parameters (default), or zero logits and value")
     p.add_argument("--mctx", choices=MCTX_MODES, default="patched",
                    help="mctx's search loop as patched by beastybar_jax (default), stock mctx, or both")
-    p.add_argument("--unroll", type=common.list_of(), default=[1],
-                   help="patched: steps down/up the tree per loop iteration, e.g. 1,2,4 (default 1; fewer GPU "
-                        "round trips, wasted steps for finished games)")
+    p.add_argument("--loop", type=common.list_of(choices=LOOPS), default=["auto"],
+                   help="patched: the search loops to measure, e.g. dynamic,static (default auto: dynamic on a CPU, "
+                        "static elsewhere; static-xla: the static loop with its walk as XLA operations)")
+    p.add_argument("--compile-for", choices=common.COMPILE_TARGETS, default=None,
+                   help="compile for that GPU without one (XLA's deviceless compilation; needs JAX's CUDA plugin, "
+                        "and JAX_PLATFORMS=cpu where no GPU is present) and report the ops per simulation, "
+                        "no timing")
     common.add_common_arguments(p, out="bench_results/search.json", repeats_help="timed searches")
     p.set_defaults(func=run)

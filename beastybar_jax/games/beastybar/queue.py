@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from beastybar_jax.games.beastybar import cards as C
-from beastybar_jax.games.beastybar.lanes import lane_any, lane_count, lane_max, lane_sum
+from beastybar_jax.games.beastybar.lanes import lane_any, lane_count, lane_max, lane_sum, lanes_written_out
 
 SLOTS = C.QUEUE_SLOTS
 INDEX = jnp.arange(SLOTS, dtype=jnp.int32)
@@ -177,6 +177,27 @@ def _card_set(packed):
     return lane_sum(jnp.where(slots > 0, 1 << jnp.maximum(slots - 1, 0), 0))
 
 
+def _blockers(packed, cursor, actor_strength):
+    """``(last_block, ahead_species)`` for the actor at ``cursor``: the last slot ahead of
+    it that stops its run (a card as strong, a zebra, or a gap), -1 if none, and the
+    species of the card right ahead of it (0 if none)."""
+    if lanes_written_out():
+        # Slot by slot from the packed word, no [5] array: every op is elementwise in the
+        # batch, so the 11 visits fuse into one kernel on a GPU (see lanes.py).
+        last_block, ahead_species = jnp.int32(-1), jnp.int32(0)
+        for i in range(SLOTS):
+            card = ((packed >> (_BITS * i)) & 31) - 1
+            species = jnp.where(card >= C.NUM_SPECIES, card - C.NUM_SPECIES, card)
+            blocks = (i < cursor) & ((species + 1 >= actor_strength) | (species == C.ZEBRA) | (card < 0))
+            last_block = jnp.where(blocks, i, last_block)
+            ahead_species = jnp.where(i == cursor - 1, species, ahead_species)
+        return last_block, ahead_species
+    slots = ((packed >> _SHIFTS) & 31) - 1  # [5] cards
+    species = jnp.where(slots >= C.NUM_SPECIES, slots - C.NUM_SPECIES, slots)
+    blocks = (INDEX < cursor) & ((species + 1 >= actor_strength) | (species == C.ZEBRA) | (slots < 0))
+    return jnp.max(jnp.where(blocks, INDEX, -1)), jnp.sum(jnp.where(INDEX == cursor - 1, species, 0))
+
+
 def recurring(queue, skip_card):
     """Recurring phase: every hippo, crocodile and giraffe acts, front to back.
 
@@ -196,15 +217,7 @@ def recurring(queue, skip_card):
         actor = ((packed >> (_BITS * at)) & 31) - 1  # card, -1 if none
         actor_species = jnp.where(actor >= C.NUM_SPECIES, actor - C.NUM_SPECIES, actor)
         actor_strength = actor_species + 1
-        # Slot by slot from the packed word, no [5] array: every op is elementwise in the
-        # batch, so the 11 visits fuse into one kernel on a GPU (see lanes.py).
-        last_block, ahead_species = jnp.int32(-1), jnp.int32(0)
-        for i in range(SLOTS):
-            card = ((packed >> (_BITS * i)) & 31) - 1
-            species = jnp.where(card >= C.NUM_SPECIES, card - C.NUM_SPECIES, card)
-            blocks = (i < cursor) & ((species + 1 >= actor_strength) | (species == C.ZEBRA) | (card < 0))
-            last_block = jnp.where(blocks, i, last_block)
-            ahead_species = jnp.where(i == cursor - 1, species, ahead_species)
+        last_block, ahead_species = _blockers(packed, cursor, actor_strength)
         run_start = last_block + 1  # first card of the weaker run ahead
         has_run = run_start < cursor
         is_hippo = actor_species == C.HIPPO
