@@ -8,6 +8,7 @@ Usage::
     python experiments/benchmark.py ppo       [--config configs/ppo_h100.yaml] [--batch-sizes 32768]
     python experiments/benchmark.py endgames  [--positions 100000] [--source start] [--modes results,best]
     python experiments/benchmark.py matches   [--agents champion,champion@sims=32] [--opponent heuristic] [--per-state]
+    python experiments/benchmark.py profile   [--config configs/h100.yaml] [--iterations 1] [--trace-dir DIR]
 
 ``python experiments/benchmark.py <subcommand> --help`` says what each one measures. Every
 subcommand compiles first (compile time reported apart), times the best of ``--repeats``
@@ -25,11 +26,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import endgames, env, matches, ppo, search, selfplay
+from bench import endgames, env, matches, ppo, profile, search, selfplay
 
 from beastybar_jax.cli import check_writable_file
 
-SUBCOMMANDS = (env, selfplay, search, ppo, endgames, matches)
+SUBCOMMANDS = (env, selfplay, search, ppo, profile, endgames, matches)
 
 
 class OneLineErrors(argparse.ArgumentParser):

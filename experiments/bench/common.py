@@ -83,11 +83,13 @@ def add_config_arguments(parser: argparse.ArgumentParser, default: str, example:
                         help=f"override a config key, e.g. {example}")
 
 
-def add_common_arguments(parser: argparse.ArgumentParser, out: str, repeats_help: str = "timed runs",
+def add_common_arguments(parser: argparse.ArgumentParser, out: str, repeats_help: str | None = "timed runs",
                          seed: bool = True) -> None:
-    """``--repeats``, ``--seed`` (where the positions are random) and ``--out``."""
-    parser.add_argument("--repeats", type=int_at_least(1), default=3,
-                        help=f"{repeats_help} per configuration; the best is kept (default 3)")
+    """``--repeats`` (unless ``repeats_help`` is None), ``--seed`` (where the positions are
+    random) and ``--out``."""
+    if repeats_help is not None:
+        parser.add_argument("--repeats", type=int_at_least(1), default=3,
+                            help=f"{repeats_help} per configuration; the best is kept (default 3)")
     if seed:
         parser.add_argument("--seed", type=seed_arg, default=0)
     parser.add_argument("--out", default=out, help=f"JSON output path (default {out})")

@@ -1,0 +1,133 @@
+"""``profile``: one training iteration of a config under ``jax.profiler``: the trace to
+open in TensorBoard's profile plugin or Perfetto, the operations each simulation's loop
+body runs (each a kernel launch on a GPU), and, on a GPU, the kernels the device ran and
+the share of the iteration's wall time it was busy.
+
+The iteration is the one ``train.py`` runs: compiled first (compile time apart), then
+enough warm-up iterations that the timed one learns (AlphaZero's replay buffer holds
+games), then ``--iterations`` traced ones, each ended with ``block_until_ready``. The
+device's busy time is the union of its kernels' intervals on its streams; on a CPU the
+trace has no device timeline, so the busy share is not measured there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import gzip
+import json
+import os
+import time
+
+import jax
+
+from bench import common
+from beastybar_jax.search import programs
+from beastybar_jax.training.trainer import make_trainer
+
+DEFAULT_CONFIG = "configs/h100.yaml"
+
+
+def device_timeline(trace_dir: str) -> dict | None:
+    """``{"kernels": n, "busy_us": t}`` of the device streams in the newest Perfetto trace
+    under ``trace_dir`` (``jax.profiler.trace(..., create_perfetto_trace=True)``), or None
+    when it has no device timeline (a CPU run)."""
+    paths = sorted(glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True))
+    if not paths:
+        return None
+    with gzip.open(paths[-1], "rt") as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    processes = {e["pid"]: e["args"]["name"] for e in events
+                 if e.get("ph") == "M" and e.get("name") == "process_name"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    devices = {pid for pid, name in processes.items() if "/device:" in name}
+    # The streams' kernels; the "XLA Ops"/"XLA Modules" lines restate them.
+    intervals = sorted((e["ts"], e["ts"] + e.get("dur", 0)) for e in events
+                       if e.get("ph") == "X" and e.get("pid") in devices
+                       and threads.get((e["pid"], e.get("tid")), "").startswith("Stream"))
+    if not intervals:
+        return None
+    busy, start, end = 0.0, *intervals[0]
+    for a, b in intervals[1:]:
+        if a > end:
+            busy, start, end = busy + end - start, a, b
+        else:
+            end = max(end, b)
+    return dict(kernels=len(intervals), busy_us=busy + end - start)
+
+
+def profile_iteration(config, trace_dir: str, iterations: int) -> dict:
+    """Compile, warm up and trace ``iterations`` iterations of ``config``; the row."""
+    trainer = make_trainer(config)
+    state = jax.block_until_ready(trainer.init(jax.random.key(0)))
+    compiled, compile_s = common.compile_seconds(trainer.iteration, state, jax.random.key(1))
+    if config.algorithm == "alphazero":
+        warmup = -(-trainer.game.max_game_length // config.alphazero.moves_per_iteration) + 1
+        loop_trips = config.search.num_simulations
+        simulations = config.num_games * config.alphazero.moves_per_iteration * config.search.num_simulations * \
+            config.search.num_determinizations
+    else:
+        warmup, loop_trips, simulations = 1, config.ppo.rollout_length, 0
+    for i in range(warmup):
+        state, metrics = compiled(state, jax.random.key(100 + i))
+    jax.block_until_ready(metrics)
+    with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+        start = time.perf_counter()
+        for i in range(iterations):
+            state, metrics = compiled(state, jax.random.key(1000 + i))
+        jax.block_until_ready((state, metrics))
+        wall = (time.perf_counter() - start) / iterations
+    body = programs.loop_ops(compiled.as_text(), loop_trips)
+    timeline = device_timeline(trace_dir)
+    row = dict(config=config.name, algorithm=config.algorithm, num_games=config.num_games,
+               loop="simulation" if simulations else "rollout step", loop_trips=loop_trips,
+               body_ops=body.total, body_by_opcode=body.by_opcode,
+               body_nested_loops=[list(loop) for loop in body.nested_loops],
+               iteration_seconds=wall, compile_seconds=compile_s, simulations=simulations, trace_dir=trace_dir)
+    if timeline is not None:
+        row.update(kernels_per_iteration=timeline["kernels"] / iterations,
+                   device_busy_share=timeline["busy_us"] / 1e6 / (wall * iterations),
+                   kernels_per_simulation=timeline["kernels"] / iterations / simulations if simulations else None)
+    return row
+
+
+def run(args: argparse.Namespace) -> int:
+    base = common.load_base_config(args.config, args.overrides)
+    common.check_trainer_configs([base], lambda c: args.config)
+    machine = common.machine_info()
+    trace_dir = args.trace_dir or os.path.join("bench_results", "profile", base.name)
+    row = profile_iteration(base, trace_dir, args.iterations)
+    nested = "".join(f" + a loop of {ops} x {trips or 'a data-dependent count'}" for ops, trips in row["body_nested_loops"])
+    common.progress(f"{row['loop']} loop body: {row['body_ops']} ops{nested}")
+    if "device_busy_share" in row:
+        per_sim = f", {row['kernels_per_simulation']:.0f} per simulation" if row["kernels_per_simulation"] else ""
+        common.progress(f"device: {row['kernels_per_iteration']:.0f} kernels per iteration{per_sim}, busy "
+                        f"{100 * row['device_busy_share']:.0f}% of the iteration's wall time")
+    else:
+        common.progress("device: no device timeline in the trace (a CPU run): busy share not measured")
+    common.progress(f"trace: {trace_dir} (tensorboard --logdir {trace_dir}, or perfetto_trace.json.gz in "
+                    f"https://ui.perfetto.dev)")
+    common.print_table(machine, [
+        ("config", lambda r: r["config"]),
+        ("games", lambda r: r["num_games"]),
+        ("iteration s", lambda r: f"{r['iteration_seconds']:.3f}"),
+        (f"ops per {row['loop']}", lambda r: r["body_ops"]),
+        ("kernels/iteration", lambda r: f"{r['kernels_per_iteration']:.0f}" if "kernels_per_iteration" in r else "-"),
+        ("device busy", lambda r: f"{100 * r['device_busy_share']:.0f}%" if "device_busy_share" in r else "-"),
+        ("compile s", lambda r: f"{r['compile_seconds']:.1f}"),
+    ], [row])
+    return common.write_report(args.out, "profile", machine, args, [row], base_config=base.to_dict())
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "profile", help="one iteration under jax.profiler: trace, ops per simulation, device kernels and busy share",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common.add_config_arguments(p, DEFAULT_CONFIG, "--set num_games=1024")
+    p.add_argument("--iterations", type=common.int_at_least(1), default=1, help="traced iterations (default 1)")
+    p.add_argument("--trace-dir", default=None,
+                   help="where the trace goes (default bench_results/profile/<config name>)")
+    common.add_common_arguments(p, out="bench_results/profile.json", repeats_help=None, seed=False)
+    p.set_defaults(func=run)
