@@ -19,7 +19,10 @@ know; registry agents keep the same contract.
 
 A game that ends restarts in the same step with ``game.init`` (and a new seat), so
 every slot plays a live game at every step, and games in progress carry over to the
-next iteration. Every move is recorded (``[T, B]`` :class:`Transitions`) with who
+next iteration. The games a slot may restart with are dealt for every step at once
+before the scan, and the statistics summed after it from what each step records: the
+scan's body is the moves alone (fewer kernels a step on a GPU), with the same keys,
+so the same games. Every move is recorded (``[T, B]`` :class:`Transitions`) with who
 made it; :func:`beastybar_jax.ppo.loss.advantages` then follows each seat's own
 decisions. Nothing here is specific to Beasty Bar.
 """
@@ -226,8 +229,9 @@ def play(game: Game, network, params, pool, opponents: tuple[OpponentSlots, ...]
             parts.append(o.act(jax.tree.map(part, states), part(observation), part(legal_mask), pool, k))
         return jnp.concatenate(parts)
 
-    def one_move(games: Games, key):
-        policy_key, opponent_key, reset_key = jax.random.split(key, 3)
+    def one_move(games: Games, inputs):
+        key, fresh = inputs
+        policy_key, opponent_key, _ = jax.random.split(key, 3)  # the third dealt ``fresh`` before the scan
         states = games.states
         mover = states.current_player.astype(jnp.int32)
         observation = jax.vmap(game.observe)(states, mover)  # [B, O]
@@ -243,28 +247,36 @@ def play(game: Game, network, params, pool, opponents: tuple[OpponentSlots, ...]
         margin = jax.vmap(lambda s: jax.vmap(lambda p: game.score_margin(s, p))(seats))(after)
         margin = jnp.where(done[:, None], margin.astype(jnp.float32) / game.score_margin_scale, 0.0)
 
-        fresh = init_games(game, reset_key, num_games)
         restart = lambda new, old: jnp.where(done.reshape((-1,) + (1,) * (old.ndim - 1)), new, old)  # noqa: E731
         next_games = Games(states=jax.tree.map(restart, fresh.states, after),
                            learner_seat=restart(fresh.learner_seat, games.learner_seat),
                            length=jnp.where(done, 0, length))
-
-        learner_outcome = jnp.sum(jnp.where(seats[None, :] == games.learner_seat[:, None], outcome, 0.0), axis=1)
-        counted = done & ~self_slot
-        by_kind = lambda x: jnp.sum(kind_one_hot * x.astype(jnp.float32)[:, None], axis=0)  # noqa: E731
-        stats = RolloutStats(
-            moves=jnp.asarray(num_games, jnp.int32),
-            learner_moves=jnp.sum(learner, dtype=jnp.int32),
-            games_finished=jnp.sum(done, dtype=jnp.int32),
-            finished_game_length=jnp.sum(jnp.where(done, length, 0), dtype=jnp.int32),
-            draws=jnp.sum(done & jnp.all(outcome == 0, axis=-1), dtype=jnp.int32),
-            games_by_kind=by_kind(done).astype(jnp.int32),
-            learner_wins_by_kind=by_kind(counted & (learner_outcome > 0)).astype(jnp.int32),
-            learner_outcome_by_kind=by_kind(jnp.where(counted, learner_outcome, 0.0)),
-        )
         record = Transitions(observation=observation, legal_mask=legal_mask, action=action, log_prob=log_prob,
                              value=value, player=mover, learner=learner, done=done, outcome=outcome, margin=margin)
-        return constrain(next_games), (record, stats)
+        return constrain(next_games), (record, (length, games.learner_seat))
 
-    games, (transitions, stats) = jax.lax.scan(one_move, games, jax.random.split(key, num_moves))
-    return games, transitions, jax.tree.map(lambda x: jnp.sum(x, axis=0), stats)
+    keys = jax.random.split(key, num_moves)
+    fresh = jax.vmap(lambda k: init_games(game, jax.random.split(k, 3)[2], num_games))(keys)  # [T, B]
+    games, (transitions, (length, learner_seat)) = jax.lax.scan(one_move, games, (keys, fresh))
+    return games, transitions, _stats(transitions, length, learner_seat, kind_one_hot, self_slot, num_players)
+
+
+def _stats(transitions: Transitions, length, learner_seat, kind_one_hot, self_slot, num_players) -> RolloutStats:
+    """:class:`RolloutStats` of a rollout's ``[T, B]`` records (``length``: moves into each
+    slot's game after the step; ``learner_seat``: the learner's seat during it)."""
+    done, outcome = transitions.done, transitions.outcome
+    seats = jnp.arange(num_players)
+    learner_outcome = jnp.sum(jnp.where(seats == learner_seat[..., None], outcome, 0.0), axis=-1)  # [T, B]
+    counted = done & ~self_slot
+    by_kind = lambda x: jnp.sum(kind_one_hot * jnp.sum(x.astype(jnp.float32), axis=0)[:, None], axis=0)  # noqa: E731
+    return RolloutStats(
+        moves=jnp.asarray(done.size, jnp.int32),
+        learner_moves=jnp.sum(transitions.learner, dtype=jnp.int32),
+        games_finished=jnp.sum(done, dtype=jnp.int32),
+        finished_game_length=jnp.sum(jnp.where(done, length, 0), dtype=jnp.int32),
+        draws=jnp.sum(done & jnp.all(outcome == 0, axis=-1), dtype=jnp.int32),
+        games_by_kind=by_kind(done).astype(jnp.int32),
+        learner_wins_by_kind=by_kind(counted & (learner_outcome > 0)).astype(jnp.int32),
+        learner_outcome_by_kind=by_kind(jnp.where(counted, learner_outcome, 0.0)),
+    )
+
