@@ -9,6 +9,8 @@ processes share the session's compilation cache, so only the first one compiles.
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import json
 import os
 import pathlib
@@ -296,9 +298,9 @@ cp -a "$DISK/run" "$OUT/run"
 
 @pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -rm` (user and mount namespaces) for a small tmpfs")
 def test_a_full_disk_ends_in_one_line_with_the_old_checkpoints_intact(tmp_path, full_run):
-    """Row 9: resuming at checkpoint 3 on a disk with 16 KiB free: iterations 4..6 log,
-    checkpoint 6 cannot be written: one line, exit 1, checkpoint 3 intact, no partial
-    metrics line."""
+    """Resuming at checkpoint 3 on a disk with 16 KiB free: iterations 4..6 log,
+    checkpoint 6 cannot be written: one line that names checkpoint 3 as the one still
+    there, exit 1, checkpoint 3 intact, no partial metrics line."""
     source = tmp_path / "source"
     shutil.copytree(full_run["run_dir"], source)
     shutil.rmtree(source / "checkpoints" / "6")
@@ -313,10 +315,77 @@ def test_a_full_disk_ends_in_one_line_with_the_old_checkpoints_intact(tmp_path, 
     err = (out / "stderr").read_text()
     assert int((out / "code").read_text()) == 1, err[-3000:]
     assert_the_line(err, "No space left on device")  # orbax's threads may add noise: issue 21, row 1
-    assert "checkpoint 6" in err and "previous checkpoints are intact" in err
+    assert "cannot write checkpoint 6" in err and "the finished checkpoint (3) is intact" in err
     assert load_agent(out / "run").iteration == 3
     text = (out / "run" / "metrics.jsonl").read_text()
     assert text.endswith("\n") and iterations(out / "run") == [1, 2, 3, 4, 5, 6]
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class _TinyState:
+    params: dict
+    iteration: jax.Array
+
+
+@pytest.fixture
+def failing_writes(monkeypatch):
+    """``fail(True)`` makes orbax's last step of a save, the rename of its temporary
+    directory (in the save's background thread), raise ENOSPC, as on a full disk."""
+    from orbax.checkpoint._src.path import atomicity
+
+    real, failing = atomicity.AtomicRenameTemporaryPath.finalize, [False]
+
+    async def finalize(self, *args, **kwargs):
+        if failing[0]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(atomicity.AtomicRenameTemporaryPath, "finalize", finalize)
+    return lambda on: failing.__setitem__(0, on)
+
+
+def test_a_failed_save_with_no_finished_checkpoint_says_nothing_is_saved(tmp_path, failing_writes):
+    """A save that fails before any checkpoint of the run was finished says so (one line,
+    naming the checkpoints lost), never that earlier checkpoints are intact; the error
+    of an asynchronous save that surfaces at the next save or at ``wait`` says the same."""
+    from beastybar_jax.config import TrainConfig
+
+    state, config = _TinyState(params={"w": jnp.ones(3)}, iteration=jnp.int32(3)), TrainConfig()
+    failing_writes(True)
+    checkpointer = Checkpointer(tmp_path / "run")
+    checkpointer.save(3, state, config, {})  # its failure comes out at the next save
+    with pytest.raises(CheckpointError) as caught:
+        checkpointer.save(6, state, config, {})
+    message = str(caught.value)
+    assert "\n" not in message and "No space left on device" in message and "cannot write checkpoints 3, 6" in message
+    assert "no checkpoint was ever finished" in message and "intact" not in message
+    assert checkpointer.finished_steps() == []
+    with pytest.raises(CheckpointError, match="holds no finished checkpoint"):
+        load_agent(tmp_path / "run")  # what the line says, the loader finds
+
+    other = Checkpointer(tmp_path / "other")
+    other.save(3, state, config, {})
+    with pytest.raises(CheckpointError, match=r"cannot write checkpoint 3 .*no checkpoint was ever finished"):
+        other.wait()
+
+
+def test_a_failed_save_after_a_finished_one_names_what_is_intact(tmp_path, failing_writes):
+    """A save that fails after checkpoint 3 was finished names the lost checkpoint and
+    the finished one, which stays restorable."""
+    from beastybar_jax.config import TrainConfig
+
+    state, config = _TinyState(params={"w": jnp.ones(3)}, iteration=jnp.int32(3)), TrainConfig()
+    checkpointer = Checkpointer(tmp_path / "run")
+    checkpointer.save(3, state, config, {})
+    checkpointer.wait()
+    failing_writes(True)
+    checkpointer.save(6, state, config, {})
+    with pytest.raises(CheckpointError) as caught:
+        checkpointer.wait()
+    message = str(caught.value)
+    assert "cannot write checkpoint 6" in message and "the finished checkpoint (3) is intact" in message
+    assert checkpointer.finished_steps() == [3]
 
 
 def test_a_write_orbax_abandoned_is_not_reported_again_when_it_is_collected():
