@@ -481,6 +481,22 @@ def test_serve_says_in_one_line_where_it_cannot_listen():
             assert len(lines) == 1 and lines[0].startswith("error: cannot listen on") and reason in lines[0], lines
 
 
+def test_serve_check_listens_as_the_server_would(capsys):
+    """``--check`` binds the host and port as the server would: a host that is not this
+    machine (192.0.2.1, an address kept for documentation) or a port in use is the same
+    one line and exit code 2, before any agent is built."""
+    serve = _script("serve")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for argv, reason in ((["--host", "192.0.2.1"], "cannot listen on 192.0.2.1:8000: "),
+                             (["--port", str(port)], f"cannot listen on 127.0.0.1:{port}: Address already in use")):
+            assert serve.main(["--agent", "random", "--check", *argv]) == 2
+            out, err = capsys.readouterr()
+            assert out == "" and len(err.splitlines()) == 1 and err.startswith(f"error: {reason}"), err
+
+
 def test_serve_refuses_an_empty_agent_spec(capsys):
     """An empty ``--agent`` is a mistake, not a request for the default."""
     with pytest.raises(SystemExit) as exit_info:
