@@ -26,9 +26,6 @@ from beastybar_jax.search import run_search
 
 # Analysis of an agent without a search of its own (a heuristic): plain MCTS.
 FALLBACK_ANALYST = "mcts-200"
-# Simulations x worlds (x random playouts per leaf, for mcts-N) per move at most: a search
-# tree is allocated per simulation, and a move holds its game until it is played.
-MAX_SIMULATIONS = 10_000
 # Agents compiling (or waiting to) at once, at most: more is a 503 "try again".
 MAX_PENDING = 8
 
@@ -120,16 +117,6 @@ class AgentPool:
             raise AgentUnavailable(str(e)) from None
         except Exception as e:  # noqa: BLE001 -- checkpoints: missing, unreadable, another game's
             raise AgentUnavailable(f"agent {spec!r} cannot be loaded: {type(e).__name__}: {e}") from None
-        setup = agent.search_setup
-        search = setup.search if setup is not None else None
-        if search is not None:
-            playouts = max(setup.num_playouts, 1)
-            work = search.num_simulations * search.num_determinizations * playouts
-            if work > MAX_SIMULATIONS:
-                times = f" x {playouts} playouts" if setup.num_playouts else ""
-                raise AgentUnavailable(
-                    f"agent {spec!r} searches {search.num_simulations} x {search.num_determinizations} simulations"
-                    f"{times} per move; the web app allows at most {MAX_SIMULATIONS}")
         with self._lock:
             return self._agents.setdefault(key, agent)
 
