@@ -237,23 +237,55 @@ def test_a_signal_while_the_run_is_set_up_is_noted_not_raised_inside_jax(tmp_pat
     assert Checkpointer(run.run_dir).all_steps() == [] and not (run.run_dir / "run.lock").exists()
 
 
-def test_evaluate_stopped_in_a_match_keeps_the_finished_pairings(tmp_path):
-    """Issue 21 row 10: SIGTERM while the second pairing plays (deaf to signals, like a
-    compile): the first pairing is printed and written, one line, exit code 143 (not a
-    crash at exit)."""
+OPPONENTS = ["greedy", "heuristic", "aggressive"]
+# Where a signal reaches evaluate.py: (pause point, deaf to signals while paused (a compile
+# or a device call, where Python runs no handler), the signal, the pairings finished, the line).
+EVALUATE_STOPS = [
+    ("import:jax", False, signal.SIGTERM, 0, "interrupted by SIGTERM after 0 of 3 pairings: nothing to report"),
+    ("call:beastybar_jax.arena:play_match:1", True, signal.SIGINT, 0,
+     "interrupted by SIGINT before the first pairing finished: nothing to report"),
+    ("call:beastybar_jax.arena:play_match:2", False, signal.SIGINT, 2,
+     "interrupted by SIGINT after 2 of 3 pairings: the tables show the finished ones"),
+    ("call:beastybar_jax.arena:play_match:2", True, signal.SIGTERM, 1,
+     "interrupted by SIGTERM after 1 finished pairings (the pairing being played is lost)"),
+    ("call:beastybar_jax.arena:elo_table:1", False, signal.SIGTERM, 3,
+     "interrupted by SIGTERM after all 3 pairings finished: the tables show them"),
+    ("call:beastybar_jax.arena:elo_table:1", True, signal.SIGINT, 3,
+     "interrupted by SIGINT after all 3 pairings finished: the tables show them"),
+    ("call:rich.table:Table:1", False, signal.SIGINT, 3,
+     "interrupted by SIGINT after all 3 pairings finished: the tables show them"),
+    ("call:json:dump:1", False, signal.SIGTERM, 3,
+     "interrupted by SIGTERM after all 3 pairings finished: the tables show them"),
+]
+
+
+@pytest.mark.parametrize("pause_at, deaf, signum, done, line", EVALUATE_STOPS,
+                         ids=[f"{p[0].split(':')[-2] if p[0].startswith('call') else p[0]}{'-deaf' if p[1] else ''}-"
+                              f"{signal.Signals(p[2]).name}" for p in EVALUATE_STOPS])
+def test_evaluate_stopped_at_any_moment_keeps_what_finished(tmp_path, pause_at, deaf, signum, done, line):
+    """SIGINT or SIGTERM at any moment of evaluate.py (its imports, a pairing's compile or
+    match, whether or not Python can run a handler there, the report, the tables, the
+    JSON): the pairings finished by then are printed and written to --json (marked
+    interrupted while some are missing; no JSON when none finished), one line says what
+    was kept, and the exit code is 128 + signal."""
     report = tmp_path / "report.json"
-    command = PausedCommand(tmp_path, "call:beastybar_jax.arena:play_match:2",
-                            ["--agent", "random", "--opponents", "greedy,random", "--games", "2", "--plain", "--json",
-                             str(report)], script="experiments/evaluate.py", PAUSE_STUCK="1",
-                            BEASTYBAR_STOP_SECONDS="1")
+    argv = ["--agent", "random", "--opponents", ",".join(OPPONENTS), "--games", "2", "--json", str(report)]
+    env = dict(PAUSE_STUCK="1", BEASTYBAR_STOP_SECONDS="1") if deaf else {}
+    command = PausedCommand(tmp_path, pause_at, argv + ([] if "rich" in pause_at else ["--plain"]),
+                            script="experiments/evaluate.py", **env)
     command.wait_paused()
-    code, out, err, seconds = command.send(signal.SIGTERM)
-    assert code == 143, err[-3000:]
-    assert "Traceback" not in err
-    assert_the_line(err, "interrupted by SIGTERM after 1 finished pairings")
-    assert "random" in out and "greedy" in out
+    code, out, err, seconds = command.send(signum)
+    assert code == 128 + signum, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert_the_line(err, line)
+    assert [name for name in OPPONENTS if name in out] == OPPONENTS[:done], out
+    if not done:
+        assert not report.exists()
+        return
     saved = json.loads(report.read_text())
-    assert saved["interrupted"] and [r["opponent"] for r in saved["results"]] == ["greedy"]
+    assert [r["opponent"] for r in saved["results"]] == OPPONENTS[:done]
+    assert saved["interrupted"] == (done < len(OPPONENTS))
+    assert not list(tmp_path.glob("report.json.*"))  # no temporary file left beside it
 
 
 TINY_EXPLOIT = ["--agent", "random", "--deals", "2", "--quiet", "--set", "num_games=8", "--set", "ppo.rollout_length=4",
