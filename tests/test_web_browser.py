@@ -164,12 +164,12 @@ def test_a_new_game_takes_over_while_the_agent_compiles(browser, server, monkeyp
     gate = threading.Event()
     compile_now = AgentPool._compile
 
-    def held_back(entry, build):
+    def held_back(pool, entry, make_function):
         if entry.spec == "greedy":
             gate.wait(TIMEOUT)
-        compile_now(entry, build)
+        compile_now(pool, entry, make_function)
 
-    monkeypatch.setattr(AgentPool, "_compile", staticmethod(held_back))
+    monkeypatch.setattr(AgentPool, "_compile", held_back)
     try:
         open_page(browser, server, "play")
         choose(browser, "play-game", "beastybar")

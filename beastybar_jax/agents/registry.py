@@ -34,6 +34,8 @@ does not play the game (a Beasty Bar heuristic for tic-tac-toe) is an
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
 
 from beastybar_jax.agents.base import Agent, batch_act
@@ -148,7 +150,15 @@ def _check_options(spec: str, options: dict, allowed: tuple[str, ...]) -> None:
                              f"allowed here: {allowed_text}")
 
 
-def _wrapped_agent(spec: str, game: Game) -> Agent:
+@dataclasses.dataclass(frozen=True)
+class SpecInfo:
+    """What :func:`check_agent_spec` tells of a valid spec without building the agent."""
+
+    loads_network: bool  # building it reads a network from disk (a checkpoint or a shipped one: seconds)
+    has_evaluator: bool  # it has an evaluator (and maybe a search) to analyse with (``Agent.search_setup``)
+
+
+def _wrapped_agent(spec: str, game: Game, build: bool) -> Agent | SpecInfo:
     head, plus, fallback = spec.partition("+")
     wrappers = dict(game.agent_wrappers)
     if head not in wrappers:
@@ -158,7 +168,9 @@ def _wrapped_agent(spec: str, game: Game) -> Agent:
     if not plus or not fallback.strip():
         raise AgentSpecError(f"agent spec {spec!r}: write {head}+<agent> (the agent to play where {head} "
                              f"does not decide), e.g. {head}+{game.default_opponent}")
-    inner = make_agent(fallback.strip(), game=game)
+    inner = _make(fallback.strip(), game, build)
+    if not build:
+        return inner  # the wrapper analyses and loads as its inner agent does
     # Analysis sees the position the way the inner agent does (the wrapper only plays solved endgames).
     return Agent(spec, wrappers[head](inner.act), inner.search_setup,
                  wrappers[head](batch_act(inner), batched=True), game=game.name)
@@ -173,22 +185,38 @@ def make_agent(spec: str, *, game: Game | str | None = None) -> Agent:
         search over :data:`MAX_SEARCH_WORK`, before anything is built.
       beastybar_jax.checkpoint.CheckpointError: a checkpoint that is missing or unreadable.
     """
+    return _make(spec, game, build=True)
+
+
+def check_agent_spec(spec: str, *, game: Game | str | None = None) -> SpecInfo:
+    """Check ``spec`` as :func:`make_agent` does, without building the agent or reading a
+    network (milliseconds): names, options, the game, :data:`MAX_SEARCH_WORK`, and that a
+    checkpoint path exists. What only reading the network can tell (a damaged checkpoint,
+    another game's network, its run's worlds over the cap) is :func:`make_agent`'s.
+
+    Raises:
+      AgentSpecError, beastybar_jax.checkpoint.CheckpointError: as :func:`make_agent`.
+    """
+    return _make(spec, game, build=False)
+
+
+def _make(spec: str, game: Game | str | None, build: bool) -> Agent | SpecInfo:
     if not isinstance(spec, str) or not spec.strip():
         raise AgentSpecError(f"empty agent spec {spec!r}; {_help()}")
     game = get_game("beastybar") if game is None else _game(game)
     spec = spec.strip()
     head = spec.partition("+")[0]
     if any(head in dict(get_game(g).agent_wrappers) for g in GAME_NAMES):
-        return _wrapped_agent(spec, game)  # <wrapper>+<agent>: the options belong to the inner agent
+        return _wrapped_agent(spec, game, build)  # <wrapper>+<agent>: the options belong to the inner agent
     base, options = split_options(spec)
 
     if base == "random":
         _check_options(spec, options, ())
-        return random_agent(game)
+        return random_agent(game) if build else SpecInfo(loads_network=False, has_evaluator=False)
     own = dict(game.agents)
     if base in own:
         _check_options(spec, options, ())
-        return Agent(base, own[base](), game=game.name)
+        return Agent(base, own[base](), game=game.name) if build else SpecInfo(False, False)
     if _plays(base) and base not in dict(game.networks):
         raise AgentSpecError(f"agent {base!r} plays {', '.join(_plays(base))} only, not {game.name}; agents for "
                              f"{game.name}: {', '.join(agent_names(game))}")
@@ -201,6 +229,8 @@ def make_agent(spec: str, *, game: Game | str | None = None) -> Agent:
         playouts = _positive_int(spec, "playouts", options.get("playouts", "1"))
         algorithm = _algorithm(spec, options.get("algo", "gumbel"))
         check_search_work(spec, sims, worlds, playouts)
+        if not build:
+            return SpecInfo(loads_network=False, has_evaluator=True)
         return mcts_agent(sims, num_determinizations=worlds, algorithm=algorithm, num_playouts=playouts,
                           game=game, name=spec)
 
@@ -220,6 +250,11 @@ def make_agent(spec: str, *, game: Game | str | None = None) -> Agent:
             if "algo" in options:
                 changes["algorithm"] = _algorithm(spec, options["algo"])
             check_search_work(spec, changes["num_simulations"], changes.get("num_determinizations", 1))
+        if not build:
+            where = os.path.abspath(os.path.expanduser(path))
+            if base not in shipped and not os.path.exists(where):  # as load_agent says it
+                raise checkpoint.CheckpointError(f"no such run directory or checkpoint: {where}")
+            return SpecInfo(loads_network=True, has_evaluator=True)
         if base in shipped:  # a network shipped with the game (Game.networks): files in the package
             model = checkpoint.load_exported(shipped[base])
         else:
