@@ -181,12 +181,15 @@ class AgentPool:
             self.pinned.add(("act", game.name, spec.strip()))
 
     def _entry(self, kind: str, game: Game, spec: str, make_function: Callable[[Agent], Callable]) -> Compiled:
-        if kind != "exact":  # only the solver has no spec
-            self.check(game, spec)
         key = (kind, game.name, spec.strip())
         with self._lock:
-            if key in self._entries:
+            if key in self._entries:  # checked when it was asked for first
                 self._entries.move_to_end(key)
+                return self._entries[key]
+        if kind != "exact":  # only the solver has no spec
+            self.check(game, spec)
+        with self._lock:
+            if key in self._entries:  # asked for meanwhile
                 return self._entries[key]
             queue = QUEUES[kind]
             pending = sum(e.status == "compiling" and e.queue == queue for e in self._entries.values())
