@@ -31,7 +31,6 @@ from __future__ import annotations
 import logging
 import pathlib
 import secrets
-import time
 
 import jax
 import numpy as np
