@@ -307,8 +307,9 @@ class Checkpointer:
     """An orbax ``CheckpointManager`` over ``<run_dir>/checkpoints``, with checksums.
 
     Errors of orbax (a full disk, an unreadable file) come out as one-line
-    :class:`CheckpointError` s; a failed save leaves the previous checkpoints as they
-    were (orbax writes into a temporary directory and renames it when complete)."""
+    :class:`CheckpointError` s; a failed save leaves the finished checkpoints as they
+    were (orbax writes into a temporary directory and renames it when complete), and
+    its line names them, or says that none was ever finished."""
 
     def __init__(self, run_dir: str | os.PathLike, keep: int = 3, create: bool = True):
         self.run_dir = os.path.abspath(os.fspath(run_dir))
@@ -347,9 +348,8 @@ class Checkpointer:
                 ),
                 force=force,
             )
-        except Exception as e:  # noqa: BLE001
-            raise CheckpointError(f"cannot write checkpoint {step} in {self.directory}: {failure_reason(e)}; "
-                                  f"the previous checkpoints are intact") from None
+        except Exception as e:  # noqa: BLE001 -- orbax raises a failed earlier save here too
+            raise self._write_failure([*self._unsealed, step], e) from None
         if saved:
             self._unsealed.append(step)
         return saved
@@ -359,11 +359,32 @@ class Checkpointer:
         try:
             self.manager.wait_until_finished()
         except Exception as e:  # noqa: BLE001
-            steps = ", ".join(map(str, self._unsealed)) or "?"
-            self._unsealed = []
-            raise CheckpointError(f"cannot write checkpoint {steps} in {self.directory}: {failure_reason(e)}; "
-                                  f"the previous checkpoints are intact") from None
+            raise self._write_failure(self._unsealed, e) from None
         self._seal()
+
+    def finished_steps(self) -> list[int]:
+        """The checkpoints whose write finished, as found on disk: orbax writes a checkpoint
+        into ``<step>.orbax-checkpoint-tmp`` and renames it ``<step>`` once complete."""
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return []
+        return sorted(int(n) for n in names if n.isdigit() and os.path.isdir(os.path.join(self.directory, n)))
+
+    def _write_failure(self, steps: list[int], error: BaseException) -> CheckpointError:
+        """The one line of a failed save: the checkpoints it lost (``steps`` not finished:
+        the save that failed may be an earlier asynchronous one, which orbax reports at
+        the next save) and what the run still holds on disk."""
+        self._unsealed = []
+        finished = self.finished_steps()
+        lost = sorted({s for s in steps if s not in finished}) or sorted(set(steps))
+        named = f"checkpoint {lost[0]}" if len(lost) == 1 else "checkpoints " + ", ".join(map(str, lost))
+        if finished:
+            holds = (f"the finished checkpoint{'s' if len(finished) > 1 else ''} "
+                     f"({', '.join(map(str, finished))}) {'are' if len(finished) > 1 else 'is'} intact")
+        else:
+            holds = "no checkpoint was ever finished there: nothing of this run is saved"
+        return CheckpointError(f"cannot write {named} in {self.directory}: {failure_reason(error)}; {holds}")
 
     def _seal_finished(self) -> None:
         if self._unsealed and not self.manager.is_saving_in_progress():

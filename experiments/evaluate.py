@@ -14,11 +14,15 @@ draws/2) / games with a 95% interval; mean point margin) and an Elo table fitted
 all results (anchored at random = 0 when random plays), and writes JSON with
 ``--json`` (checked to be writable before any game is played).
 
-Ctrl-C (or SIGTERM) stops after the pairing being played (with ``--endgames``, the agent
-being scored): the finished ones are printed (and written with ``--json``, marked
-``"interrupted": true``) and the exit code is 130. Bad agent names, unreadable checkpoints and an unwritable ``--json`` path end
-in one line and exit code 2. When the output is not a terminal, tables are printed
-whole (no truncated cells).
+Ctrl-C or SIGTERM at any moment (the imports, a compile, a pairing, the tables, the JSON)
+keeps what finished: the command stops after the pairing being played (with ``--endgames``,
+the agent being scored), or, when a compile or a device call does not let it within
+``$BEASTYBAR_STOP_SECONDS`` (10), at once without that pairing; the finished ones are
+printed and written with ``--json`` (marked ``"interrupted": true`` when some are
+missing; the file is replaced whole, never left half written), one line says what was
+kept, and the exit code is 130 / 143. Bad agent names, unreadable checkpoints and an
+unwritable ``--json`` path end in one line and exit code 2. When the output is not a
+terminal, tables are printed whole (no truncated cells).
 
 ``--decided`` also says where the games were decided (a game with an exact solver):
 for each pairing, the games by the agent's exact result at the endgame's entry (the first
@@ -37,10 +41,17 @@ positions: by turn, number of legal moves, exact result, or the games they come 
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # the signal contract from the first line, not after the imports below (seconds)
+    from beastybar_jax.training.interrupt import command_signals_now
+
+    command_signals_now()
+
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import json
+import os
 import platform
 import signal
 import sys
@@ -55,7 +66,7 @@ from beastybar_jax.cli import OneLineParser, check_writable_file, int_in_range, 
 from beastybar_jax.games.beastybar.endgame.suite import GROUPINGS
 from beastybar_jax.games import GAME_NAMES, get_game
 from beastybar_jax.seeds import seed_key
-from beastybar_jax.training.interrupt import active_command, signal_name, when_forced
+from beastybar_jax.training.interrupt import acknowledge_stop, active_command, signal_name, when_forced
 
 MAX_GAMES = 10_000_000  # per pairing: far beyond any use, far below the int32 limits of the batched arena
 
@@ -177,11 +188,12 @@ def check_writable(path: str) -> None:
     check_writable_file(path, "--json")
 
 
-def run(args: argparse.Namespace, log=print, finished: list | None = None) -> dict:
+def run(args: argparse.Namespace, log=print, finished: list | None = None, plan: dict | None = None) -> dict:
     """Play the pairings. A ``KeyboardInterrupt`` (or a signal noted by the command's
     :class:`~beastybar_jax.training.interrupt.CommandSignals`) stops after the pairing
     being played; the report then holds the finished ones and ``"interrupted": True``.
-    ``finished`` (a list) receives each finished ``(result, seconds)`` as it comes."""
+    ``finished`` (a list) receives each finished ``(result, seconds)`` as it comes, and
+    ``plan["total"]`` the number of pairings once the agents are built."""
     games = args.games + (args.games % 2)
     if games != args.games:
         log(f"note: --games {args.games} rounded up to {games}: each deal is played twice with seats swapped")
@@ -200,6 +212,8 @@ def run(args: argparse.Namespace, log=print, finished: list | None = None) -> di
         opponents = [make_agent(n, game=game) for n in _specs(opponents_text, "--opponents")]
         pairs = [(agent, o) for o in opponents]
 
+    if plan is not None:
+        plan["total"] = len(pairs)
     finished = [] if finished is None else finished
     signum = play_pairings([(a, b, index) for index, (a, b) in enumerate(pairs)], num_deals,
                            seed_key(args.seed), game, record_entry=args.decided, log=log, finished=finished)
@@ -270,12 +284,12 @@ ENDGAME_HEADERS = ["agent", "positions", "keeps result", "throws win", "throws d
                    "margin lost", "keeps at stake"]
 
 
-def run_endgames(args: argparse.Namespace, log=print, finished: list | None = None) -> dict:
+def run_endgames(args: argparse.Namespace, log=print, finished: list | None = None, plan: dict | None = None) -> dict:
     """Score every ``--agent`` spec on the endgame suite (or ``--games`` positions of it).
     As :func:`run`: an interrupt stops after the agent being scored, the report holds the
     finished ones and ``"interrupted": True``; ``finished`` receives each ``(score,
     seconds, groups)`` as it comes (``groups``: ``[(label, score)]`` with ``--by``, else
-    empty)."""
+    empty), and ``plan["total"]`` the number of agents once they are built."""
     from beastybar_jax.games.beastybar.endgame import suite as endgame_suite
 
     whole = endgame_suite.load_suite(args.suite or endgame_suite.SUITE_PATH)
@@ -283,6 +297,8 @@ def run_endgames(args: argparse.Namespace, log=print, finished: list | None = No
         log(f"note: --games {args.games}: the suite has {len(whole)} positions, all of them are used")
     suite = endgame_suite.spread(whole, args.games or 0)
     agents = [make_agent(spec, game=get_game("beastybar")) for spec in _specs(args.agent, "--agent")]
+    if plan is not None:
+        plan["total"] = len(agents)
     key = seed_key(args.seed)
     finished = [] if finished is None else finished
     signals, signum = active_command(), 0
@@ -399,14 +415,17 @@ def main(argv=None) -> int:
 
     format_warning = warnings.formatwarning
     warnings.formatwarning = lambda message, category, *rest, **kw: f"warning: {message}\n"  # one line
-    enable_compilation_cache()
     finished: list = []
-    when_forced(lambda signum: _keep_finished(args, finished, signum))
+    plan: dict = {}
+    # Until the main thread writes the report, a stop it cannot reach in time (a compile, a
+    # match on the device) is the watchdog's: it prints and writes what finished.
+    when_forced(lambda signum: _keep_finished(args, finished, signum, plan.get("total")))
     try:
+        enable_compilation_cache()
         if args.json:
             check_writable(args.json)
-        report = (run_endgames(args, log=log, finished=finished) if args.endgames
-                  else run(args, log=log, finished=finished))
+        report = (run_endgames(args, log=log, finished=finished, plan=plan) if args.endgames
+                  else run(args, log=log, finished=finished, plan=plan))
     except ValueError as e:  # bad specs, unreadable checkpoints (CheckpointError is a ValueError), --json
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -415,8 +434,18 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 128 + _signum(e)
     finally:
-        when_forced(None)
         warnings.formatwarning = format_warning
+    # The main thread writes the report from here, whole and once: the watchdog stands down
+    # (or, when it is writing the report already, this waits until it ends the process).
+    # A signal from now on is noted and told once the report is written.
+    acknowledge_stop()
+    when_forced(None)
+    return _write_report(args, report, log)
+
+
+def _write_report(args, report: dict, log) -> int:
+    """Print the tables of the finished pairings (or agents scored), write ``--json``,
+    and return the exit code: ``128 + signum`` after a signal, whenever it came."""
     signum = report.pop("_signum")
     if args.endgames:
         results, groups, total = report.pop("_scores"), report.pop("_groups"), report["agents"]
@@ -427,13 +456,32 @@ def main(argv=None) -> int:
         if results:
             print_results(results, elo, args)
     if args.json and results:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=2)
+        _write_json(args.json, report)
         log(f"wrote {args.json}")
+    signals = active_command()
+    late = signals.signum if signals is not None and not signum else None  # after the last pairing finished
     if report["interrupted"]:
         log(_interrupted_line(signum, len(results), total, _unit(args)))
         return 128 + signum
+    if late:
+        log(f"interrupted by {signal_name(late)} after all {total} {_unit(args)}s finished: the tables show them"
+            + (f", written to {args.json}" if args.json else ""))
+        return 128 + late
     return 0
+
+
+def _write_json(path: str, report: dict) -> None:
+    """Write ``report`` as JSON to ``path`` whole or not at all (a temporary file renamed):
+    a process killed while it writes leaves no half report."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "w") as f:
+            json.dump(report, f, indent=2)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+        raise
 
 
 def _unit(args) -> str:
@@ -451,29 +499,33 @@ def _interrupted_line(signum: int, done: int, total: int, unit: str = "pairing")
             + (": the tables show the finished ones" if done else ": nothing to report"))
 
 
-def _keep_finished(args, finished: list, signum: int) -> str:
-    """For the command's watchdog (a signal while a match or a scoring compiles or runs):
-    print and write the finished pairings (or agents scored on the suite), return the one
-    line."""
-    unit = _unit(args)
+def _keep_finished(args, finished: list, signum: int, total: int | None = None) -> str:
+    """For the command's watchdog (a signal while a match or a scoring compiles or runs,
+    out of the main thread's reach): print and write the finished pairings (or agents
+    scored on the suite; ``total`` of them planned, when known), return the one line."""
+    unit, name = _unit(args), signal_name(signum)
     if not finished:
-        return f"interrupted by {signal_name(signum)} before the first {unit} finished: nothing to report"
+        return f"interrupted by {name} before the first {unit} finished: nothing to report"
     done = list(finished)
+    whole = total is not None and len(done) == total
     if args.endgames:
-        report = endgame_report(args, done, -1, True)
-        report.pop("agents")
+        report = endgame_report(args, done, total if total is not None else -1, not whole)
+        if total is None:
+            report.pop("agents")
         print_endgame_table(report.pop("_scores"), plain=args.plain, by=args.by, groups=report.pop("_groups"))
     else:
-        report = match_report(args, get_game(args.game), done, -1, True)
+        report = match_report(args, get_game(args.game), done, total if total is not None else -1, not whole)
         results, elo = report.pop("_results"), report.pop("_elo")
-        report.pop("pairings")
+        if total is None:
+            report.pop("pairings")
         print_results(results, elo, args)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=2)
-    return f"interrupted by {signal_name(signum)} after {len(done)} finished {unit}s (the {unit} being " \
-           f"{'scored' if args.endgames else 'played'} is lost): the tables show the finished ones" + \
-           (f", written to {args.json}" if args.json else "")
+        _write_json(args.json, report)
+    written = f", written to {args.json}" if args.json else ""
+    if whole:
+        return f"interrupted by {name} after all {total} {unit}s finished: the tables show them{written}"
+    return (f"interrupted by {name} after {len(done)} finished {unit}s (the {unit} being "
+            f"{'scored' if args.endgames else 'played'} is lost): the tables show the finished ones{written}")
 
 
 if __name__ == "__main__":

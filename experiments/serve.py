@@ -45,7 +45,9 @@ def main(argv=None) -> int:
                         help="idle games expire after this long")
     parser.add_argument("--max-games", type=int_in_range(1, 1_000_000), default=500,
                         help="games kept at most (oldest idle go first)")
-    parser.add_argument("--check", action="store_true", help="build the app (check --agent) and exit without serving")
+    parser.add_argument("--check", action="store_true",
+                        help="check that --host:--port can be listened on and build the app (check --agent), "
+                             "then exit without serving")
     args = parser.parse_args(argv)
     if args.agent is not None and not args.agent.strip():
         parser.error("--agent: empty agent spec (leave it out for the default)")
@@ -59,12 +61,11 @@ def main(argv=None) -> int:
     from beastybar_jax.web.app import create_app
     from beastybar_jax.web.engine import AgentUnavailable
 
-    if not args.check:  # before the agents load (seconds): a port in use is told at once
-        try:
-            check_listenable(args.host, args.port)
-        except OSError as e:
-            print(f"error: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
-            return 2
+    try:  # before the agents load (seconds): a port in use, a host not on this machine, is told at once
+        check_listenable(args.host, args.port)
+    except OSError as e:
+        print(f"error: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
+        return 2
     enable_compilation_cache()  # agents compile once, not at every start
     try:
         app = create_app(args.agent, ttl_seconds=args.ttl_minutes * 60, max_games=args.max_games, warm=not args.check)
@@ -72,7 +73,7 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.check:
-        print(f"ok: default agents {app.state.defaults}")
+        print(f"ok: {args.host}:{args.port} can be listened on; default agents {app.state.defaults}")
         return 0
     print(f"Serving on http://{args.host}:{args.port}  (default opponent: {app.state.defaults['beastybar']}; "
           "Ctrl-C stops)", flush=True)

@@ -382,15 +382,54 @@ def test_a_match_takes_one_agent_and_says_where_lists_go(capsys):
     assert "a match measures one --agent" in message and "--round-robin" in message
 
 
-def test_agent_options_have_bounds(capsys):
-    """Issue 21 row 13: mcts-99999999999 was a 65-line int32 traceback."""
-    from beastybar_jax.agents import AgentSpecError, make_agent
+OVER_THE_CAP = ("mcts-100000@worlds=100", "mcts-20000", "mcts-5000@worlds=3", "mcts-10@playouts=2000",
+                "mcts-99999999999", "mcts-8@worlds=100001", "mcts-" + "9" * 5000, "champion@sims=100000",
+                "champion@sims=5000@worlds=3", "checkpoint:/no/such/run@sims=20000", "solver+mcts-20000")
 
-    for spec in ("mcts-99999999999", "mcts-8@worlds=100001", "mcts-8@playouts=0"):
-        with pytest.raises(AgentSpecError, match="must be a positive integer up to 100,000"):
+
+def test_agent_size_is_capped_by_the_registrys_one_bound_before_anything_is_built(monkeypatch, capsys):
+    """Every agent spec searches at most ``MAX_SEARCH_WORK`` simulations x worlds x
+    playouts per move (the bound the web app uses too). A spec over it is refused as it is
+    parsed, before a network is read or an agent built, in one line naming the cap; the
+    command lines that take agents end there with exit code 2. A count that is no
+    positive integer is refused the same way; the cap itself is allowed."""
+    from beastybar_jax.agents import AgentSpecError, make_agent, registry
+
+    assert registry.MAX_SEARCH_WORK == 10_000
+    built = lambda *a, **k: pytest.fail("built an agent over the cap")  # noqa: E731
+    for name in ("mcts_agent", "network_agent"):
+        monkeypatch.setattr(registry, name, built)
+    monkeypatch.setattr(registry.checkpoint, "load_exported", built)
+    monkeypatch.setattr(registry.checkpoint, "load_agent", built)
+    for spec in OVER_THE_CAP:
+        with pytest.raises(AgentSpecError, match="over the cap: agents search at most 10,000 simulations x worlds x "
+                                                 "playouts per move") as caught:
             make_agent(spec)
-    assert evaluate.main(["--agent", "mcts-99999999999", "--opponents", "random"]) == 2
-    assert "mcts-99999999999" in one_line(capsys.readouterr().err)
+        assert "\n" not in str(caught.value)
+    for spec in ("mcts-8@playouts=0", "mcts-0", "champion@sims=0"):
+        with pytest.raises(AgentSpecError, match="must be a positive integer"):
+            make_agent(spec)
+    for main, argv in ((evaluate.main, ["--agent", "mcts-100000@worlds=100", "--opponents", "random"]),
+                       (evaluate.main, ["--round-robin", "random,champion@sims=100000"]),
+                       (evaluate.main, ["--endgames", "--agent", "random,mcts-20000"]),
+                       (play.main, ["--opponent", "champion@sims=100000"]),
+                       (exploit.main, ["--agent", "mcts-100000@worlds=100"])):
+        assert _exit_code(main, argv) == 2
+        assert "over the cap: agents search at most 10,000" in one_line(capsys.readouterr().err)
+    monkeypatch.undo()
+    assert make_agent("mcts-100@worlds=50@playouts=2").name == "mcts-100@worlds=50@playouts=2"  # at the cap
+
+
+def test_a_networks_own_worlds_count_toward_the_cap(monkeypatch):
+    """``@sims=N`` without ``@worlds``: the run's own worlds count, read with its config."""
+    from beastybar_jax.agents import AgentSpecError, make_agent, registry
+
+    real = registry.search_config_with
+    monkeypatch.setattr(registry, "search_config_with",  # a network whose run searched 4 worlds
+                        lambda search, **changes: real(search, **{"num_determinizations": 4, **changes}))
+    with pytest.raises(AgentSpecError, match=r"searches 5000 simulations x 4 worlds = 20,000 per move, over the cap"):
+        make_agent("champion@sims=5000")
+    assert make_agent("champion@sims=2500").search_setup.search.num_determinizations == 4
 
 
 def test_output_paths_are_checked_before_any_work(tmp_path, monkeypatch, capsys):

@@ -20,6 +20,7 @@ import json
 import pathlib
 import re
 import shlex
+import socket
 
 import pytest
 
@@ -233,7 +234,10 @@ def test_serve_commands_build_their_app(where, command, trained_run):
     import serve
 
     argv = with_trained_runs(argv_of(command, "experiments/serve.py"), trained_run)
-    assert serve.main(argv + ["--check"]) == 0  # the app and its agents, without serving
+    with socket.socket() as s:  # --check binds the port: a free one, whichever the doc names
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert serve.main(argv + ["--check", "--port", str(port)]) == 0  # the app and its agents, without serving
 
 
 BENCHMARKS = [c for c in COMMANDS if "experiments/benchmark.py" in c[1]]

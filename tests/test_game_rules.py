@@ -342,6 +342,7 @@ def test_render_state_and_action():
     assert "lion(P1) zebra(P0)" in full and "P1 hand: hippo" in full and "score P0 4 - P1 0" in full
     hidden = game.render_state(state, viewer=0)
     assert "hippo" not in hidden and "lion(opp) zebra(you)" in hidden and "parrot, seal" in hidden
+    assert "P1 hand: 1 hidden card; deck: 0 cards" in hidden  # counts in words, singular for one
     assert game.render_action(act("parrot", param=0)) == "parrot on queue place 0"
     assert game.render_action(act("parrot", param=0), state) == "parrot on queue place 0 (lion(P1))"
     finished = play(_end_position((["lion", "parrot"], ["kangaroo"])), act("skunk"))

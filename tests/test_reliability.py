@@ -9,6 +9,8 @@ processes share the session's compilation cache, so only the first one compiles.
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import json
 import os
 import pathlib
@@ -235,23 +237,55 @@ def test_a_signal_while_the_run_is_set_up_is_noted_not_raised_inside_jax(tmp_pat
     assert Checkpointer(run.run_dir).all_steps() == [] and not (run.run_dir / "run.lock").exists()
 
 
-def test_evaluate_stopped_in_a_match_keeps_the_finished_pairings(tmp_path):
-    """Issue 21 row 10: SIGTERM while the second pairing plays (deaf to signals, like a
-    compile): the first pairing is printed and written, one line, exit code 143 (not a
-    crash at exit)."""
+OPPONENTS = ["greedy", "heuristic", "aggressive"]
+# Where a signal reaches evaluate.py: (pause point, deaf to signals while paused (a compile
+# or a device call, where Python runs no handler), the signal, the pairings finished, the line).
+EVALUATE_STOPS = [
+    ("import:jax", False, signal.SIGTERM, 0, "interrupted by SIGTERM after 0 of 3 pairings: nothing to report"),
+    ("call:beastybar_jax.arena:play_match:1", True, signal.SIGINT, 0,
+     "interrupted by SIGINT before the first pairing finished: nothing to report"),
+    ("call:beastybar_jax.arena:play_match:2", False, signal.SIGINT, 2,
+     "interrupted by SIGINT after 2 of 3 pairings: the tables show the finished ones"),
+    ("call:beastybar_jax.arena:play_match:2", True, signal.SIGTERM, 1,
+     "interrupted by SIGTERM after 1 finished pairings (the pairing being played is lost)"),
+    ("call:beastybar_jax.arena:elo_table:1", False, signal.SIGTERM, 3,
+     "interrupted by SIGTERM after all 3 pairings finished: the tables show them"),
+    ("call:beastybar_jax.arena:elo_table:1", True, signal.SIGINT, 3,
+     "interrupted by SIGINT after all 3 pairings finished: the tables show them"),
+    ("call:rich.table:Table:1", False, signal.SIGINT, 3,
+     "interrupted by SIGINT after all 3 pairings finished: the tables show them"),
+    ("call:json:dump:1", False, signal.SIGTERM, 3,
+     "interrupted by SIGTERM after all 3 pairings finished: the tables show them"),
+]
+
+
+@pytest.mark.parametrize("pause_at, deaf, signum, done, line", EVALUATE_STOPS,
+                         ids=[f"{p[0].split(':')[-2] if p[0].startswith('call') else p[0]}{'-deaf' if p[1] else ''}-"
+                              f"{signal.Signals(p[2]).name}" for p in EVALUATE_STOPS])
+def test_evaluate_stopped_at_any_moment_keeps_what_finished(tmp_path, pause_at, deaf, signum, done, line):
+    """SIGINT or SIGTERM at any moment of evaluate.py (its imports, a pairing's compile or
+    match, whether or not Python can run a handler there, the report, the tables, the
+    JSON): the pairings finished by then are printed and written to --json (marked
+    interrupted while some are missing; no JSON when none finished), one line says what
+    was kept, and the exit code is 128 + signal."""
     report = tmp_path / "report.json"
-    command = PausedCommand(tmp_path, "call:beastybar_jax.arena:play_match:2",
-                            ["--agent", "random", "--opponents", "greedy,random", "--games", "2", "--plain", "--json",
-                             str(report)], script="experiments/evaluate.py", PAUSE_STUCK="1",
-                            BEASTYBAR_STOP_SECONDS="1")
+    argv = ["--agent", "random", "--opponents", ",".join(OPPONENTS), "--games", "2", "--json", str(report)]
+    env = dict(PAUSE_STUCK="1", BEASTYBAR_STOP_SECONDS="1") if deaf else {}
+    command = PausedCommand(tmp_path, pause_at, argv + ([] if "rich" in pause_at else ["--plain"]),
+                            script="experiments/evaluate.py", **env)
     command.wait_paused()
-    code, out, err, seconds = command.send(signal.SIGTERM)
-    assert code == 143, err[-3000:]
-    assert "Traceback" not in err
-    assert_the_line(err, "interrupted by SIGTERM after 1 finished pairings")
-    assert "random" in out and "greedy" in out
+    code, out, err, seconds = command.send(signum)
+    assert code == 128 + signum, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert_the_line(err, line)
+    assert [name for name in OPPONENTS if name in out] == OPPONENTS[:done], out
+    if not done:
+        assert not report.exists()
+        return
     saved = json.loads(report.read_text())
-    assert saved["interrupted"] and [r["opponent"] for r in saved["results"]] == ["greedy"]
+    assert [r["opponent"] for r in saved["results"]] == OPPONENTS[:done]
+    assert saved["interrupted"] == (done < len(OPPONENTS))
+    assert not list(tmp_path.glob("report.json.*"))  # no temporary file left beside it
 
 
 TINY_EXPLOIT = ["--agent", "random", "--deals", "2", "--quiet", "--set", "num_games=8", "--set", "ppo.rollout_length=4",
@@ -296,9 +330,9 @@ cp -a "$DISK/run" "$OUT/run"
 
 @pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -rm` (user and mount namespaces) for a small tmpfs")
 def test_a_full_disk_ends_in_one_line_with_the_old_checkpoints_intact(tmp_path, full_run):
-    """Row 9: resuming at checkpoint 3 on a disk with 16 KiB free: iterations 4..6 log,
-    checkpoint 6 cannot be written: one line, exit 1, checkpoint 3 intact, no partial
-    metrics line."""
+    """Resuming at checkpoint 3 on a disk with 16 KiB free: iterations 4..6 log,
+    checkpoint 6 cannot be written: one line that names checkpoint 3 as the one still
+    there, exit 1, checkpoint 3 intact, no partial metrics line."""
     source = tmp_path / "source"
     shutil.copytree(full_run["run_dir"], source)
     shutil.rmtree(source / "checkpoints" / "6")
@@ -313,10 +347,77 @@ def test_a_full_disk_ends_in_one_line_with_the_old_checkpoints_intact(tmp_path, 
     err = (out / "stderr").read_text()
     assert int((out / "code").read_text()) == 1, err[-3000:]
     assert_the_line(err, "No space left on device")  # orbax's threads may add noise: issue 21, row 1
-    assert "checkpoint 6" in err and "previous checkpoints are intact" in err
+    assert "cannot write checkpoint 6" in err and "the finished checkpoint (3) is intact" in err
     assert load_agent(out / "run").iteration == 3
     text = (out / "run" / "metrics.jsonl").read_text()
     assert text.endswith("\n") and iterations(out / "run") == [1, 2, 3, 4, 5, 6]
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class _TinyState:
+    params: dict
+    iteration: jax.Array
+
+
+@pytest.fixture
+def failing_writes(monkeypatch):
+    """``fail(True)`` makes orbax's last step of a save, the rename of its temporary
+    directory (in the save's background thread), raise ENOSPC, as on a full disk."""
+    from orbax.checkpoint._src.path import atomicity
+
+    real, failing = atomicity.AtomicRenameTemporaryPath.finalize, [False]
+
+    async def finalize(self, *args, **kwargs):
+        if failing[0]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(atomicity.AtomicRenameTemporaryPath, "finalize", finalize)
+    return lambda on: failing.__setitem__(0, on)
+
+
+def test_a_failed_save_with_no_finished_checkpoint_says_nothing_is_saved(tmp_path, failing_writes):
+    """A save that fails before any checkpoint of the run was finished says so (one line,
+    naming the checkpoints lost), never that earlier checkpoints are intact; the error
+    of an asynchronous save that surfaces at the next save or at ``wait`` says the same."""
+    from beastybar_jax.config import TrainConfig
+
+    state, config = _TinyState(params={"w": jnp.ones(3)}, iteration=jnp.int32(3)), TrainConfig()
+    failing_writes(True)
+    checkpointer = Checkpointer(tmp_path / "run")
+    checkpointer.save(3, state, config, {})  # its failure comes out at the next save
+    with pytest.raises(CheckpointError) as caught:
+        checkpointer.save(6, state, config, {})
+    message = str(caught.value)
+    assert "\n" not in message and "No space left on device" in message and "cannot write checkpoints 3, 6" in message
+    assert "no checkpoint was ever finished" in message and "intact" not in message
+    assert checkpointer.finished_steps() == []
+    with pytest.raises(CheckpointError, match="holds no finished checkpoint"):
+        load_agent(tmp_path / "run")  # what the line says, the loader finds
+
+    other = Checkpointer(tmp_path / "other")
+    other.save(3, state, config, {})
+    with pytest.raises(CheckpointError, match=r"cannot write checkpoint 3 .*no checkpoint was ever finished"):
+        other.wait()
+
+
+def test_a_failed_save_after_a_finished_one_names_what_is_intact(tmp_path, failing_writes):
+    """A save that fails after checkpoint 3 was finished names the lost checkpoint and
+    the finished one, which stays restorable."""
+    from beastybar_jax.config import TrainConfig
+
+    state, config = _TinyState(params={"w": jnp.ones(3)}, iteration=jnp.int32(3)), TrainConfig()
+    checkpointer = Checkpointer(tmp_path / "run")
+    checkpointer.save(3, state, config, {})
+    checkpointer.wait()
+    failing_writes(True)
+    checkpointer.save(6, state, config, {})
+    with pytest.raises(CheckpointError) as caught:
+        checkpointer.wait()
+    message = str(caught.value)
+    assert "cannot write checkpoint 6" in message and "the finished checkpoint (3) is intact" in message
+    assert checkpointer.finished_steps() == [3]
 
 
 def test_a_write_orbax_abandoned_is_not_reported_again_when_it_is_collected():

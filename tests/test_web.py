@@ -169,8 +169,10 @@ def test_views_depend_only_on_what_the_viewer_knows():
     ("post", "/api/games", {"mode": "play", "agent": "no-such-agent"}, 422, "unknown agent"),
     ("post", "/api/games", {"game": "tictactoe", "agent": "heuristic"}, 422, "plays beastybar only"),
     ("post", "/api/games", {"game": "chess"}, 422, "unknown game"),
-    ("post", "/api/games", {"agent": "mcts-20000"}, 422, "at most 10000"),
-    ("post", "/api/games", {"agent": "mcts-99999999"}, 422, "up to 100,000"),
+    ("post", "/api/games", {"agent": "mcts-20000"}, 422, "agents search at most 10,000 simulations x worlds"),
+    ("post", "/api/games", {"agent": "mcts-99999999"}, 422, "over the cap"),
+    ("post", "/api/games", {"agent": "champion@sims=100000"}, 422, "over the cap"),
+    ("post", "/api/games", {"agent": "solver+mcts-5000@worlds=3"}, 422, "= 15,000 per move, over the cap"),
     ("post", "/api/games", {"agent": "checkpoint:/no/such/run"}, 422, "no/such/run"),
     ("post", "/api/games", {"seat": "middle"}, 422, "seat"),
     ("post", "/api/games", {"seed": -1}, 422, "seed"),
@@ -194,7 +196,7 @@ def test_views_depend_only_on_what_the_viewer_knows():
     ("post", "/api/games", {"agent": ""}, 422, "empty agent spec"),
     ("post", "/api/games", {"mode": "watch", "agents": ["", "random"]}, 422, "empty agent spec"),
     ("post", "/api/games", {"mode": "watch", "agents": ["random", "x" * 501]}, 422, "agents.1"),
-    ("post", "/api/games", {"agent": "mcts-10@playouts=20000"}, 422, "x 20000 playouts per move"),
+    ("post", "/api/games", {"agent": "mcts-10@playouts=2000"}, 422, "x 2000 playouts = 20,000 per move"),
     ("post", "/api/records", {"record": {"game": "beastybar", "seed": 1, "moves": [], "players": ["x" * 501, "y"]}},
      422, "at most 500 characters"),
     ("post", "/api/records", {"record": {"game": "tictactoe", "seed": 1, "moves": [4], "result": [1.0, -1.0]}},
@@ -293,12 +295,12 @@ def test_the_agent_pool_never_evicts_a_default_or_a_compile_and_bounds_the_queue
     gate = threading.Event()
     compile_now = AgentPool._compile
 
-    def held_back(entry, build):
+    def held_back(pool, entry, make_function):
         if entry.spec != "minimax":
             gate.wait(120)
-        compile_now(entry, build)
+        compile_now(pool, entry, make_function)
 
-    monkeypatch.setattr(AgentPool, "_compile", staticmethod(held_back))
+    monkeypatch.setattr(AgentPool, "_compile", held_back)
     game = get_game("tictactoe")
     pool = AgentPool(max_compiled=1, max_pending=2)
     pool.pin(game, "minimax")
@@ -445,24 +447,131 @@ def test_the_default_agent_is_the_champion_once_registered(monkeypatch):
 
 
 def test_while_the_agent_compiles_the_answer_says_so(monkeypatch):
+    """While an agent compiles, the game and its advance (202) say so: the spec, its
+    queue, the seconds since it was asked for and whether it still waits for its queue's
+    worker; once compiled, the agent moves."""
     gate = threading.Event()
     compile_now = AgentPool._compile
 
-    def held_back(entry, build):
+    def held_back(pool, entry, make_function):
         gate.wait(120)
-        compile_now(entry, build)
+        compile_now(pool, entry, make_function)
 
-    monkeypatch.setattr(AgentPool, "_compile", staticmethod(held_back))
+    monkeypatch.setattr(AgentPool, "_compile", held_back)
     with TestClient(create_app("random", warm=False)) as c:
         view = c.post("/api/games", json={"game": "tictactoe", "agent": "random", "seat": "second"}).json()
         assert view["waiting_for"] == "agent" and view["agent_status"]["status"] == "compiling"
         response = c.post(f"/api/games/{view['id']}/advance", json={"ply": 0})
         assert response.status_code == 202 and response.json()["ply"] == 0
-        assert response.json()["agent_status"] == {"spec": "random", "game": "tictactoe", "status": "compiling",
-                                                   "error": "", "compile_seconds": 0.0}
+        status = response.json()["agent_status"]
+        assert {k: status[k] for k in ("spec", "game", "status", "error", "queue")} == {
+            "spec": "random", "game": "tictactoe", "status": "compiling", "error": "", "queue": "play"}
+        assert status["seconds"] >= 0 and isinstance(status["waiting"], bool)
+        listed = [a for a in c.get("/api/agents").json()["agents"] if a["spec"] == "random"]
+        assert listed and listed[0]["status"] == "compiling" and listed[0]["seconds"] >= status["seconds"]
         gate.set()
         response = until_done(c, response)
         assert response.status_code == 200 and response.json()["ply"] == 1
+
+
+def test_no_request_builds_or_compiles_an_agent(monkeypatch):
+    """A request only checks an agent's spec; building the agent (a network is read from
+    disk) and compiling it is the workers' job: with the workers held, a game against a
+    network starts, its advance and an analysis answer 202 at once, and nothing was built.
+    An agent that both plays and analyses is built once."""
+    from beastybar_jax.web import engine
+
+    gate, skipped, built = threading.Event(), "champion@sims=2", []
+    compile_now, make_agent = AgentPool._compile, engine.make_agent
+
+    def held_back(pool, entry, make_function):
+        gate.wait(120)
+        if entry.spec == skipped:  # not compiled here: seconds of a network's compile for nothing
+            entry.status, entry.error = "error", "skipped by the test"
+            return entry.ready.set()
+        compile_now(pool, entry, make_function)
+
+    monkeypatch.setattr(AgentPool, "_compile", held_back)
+    monkeypatch.setattr(engine, "make_agent", lambda spec, game=None: built.append(
+        (threading.current_thread().name, spec)) or make_agent(spec, game=game))
+    with TestClient(create_app("random", warm=False)) as c:
+        built.clear()  # the server's start built its default agents
+        view = c.post("/api/games", json={"agent": skipped, "seat": "first", "seed": 1}).json()
+        assert view["players"][1 - view["human"]]["name"] == skipped
+        analysed = c.post(f"/api/games/{view['id']}/analyse", json={})
+        assert analysed.status_code == 202 and analysed.json()["queue"] == "analysis"
+        watched = c.post("/api/games", json={"game": "tictactoe", "mode": "watch", "agents": ["mcts-16", "mcts-16"]})
+        advance = c.post(f"/api/games/{watched.json()['id']}/advance", json={"ply": 0})
+        analysis = c.post(f"/api/games/{watched.json()['id']}/analyse", json={"ply": 0})
+        assert (advance.status_code, analysis.status_code) == (202, 202) and not built
+        gate.set()
+        assert until_done(c, advance).status_code == 200 and until_done(c, analysis).status_code == 200
+    assert [spec for _, spec in built] == ["mcts-16"], built  # once, for both entries; the network never
+    assert all(thread.startswith("compile") for thread, _ in built), built
+
+
+def test_an_analysis_never_waits_behind_the_agents_compiles(monkeypatch):
+    """The analysis has its own compile queue: while the agents' queue is stuck (held
+    here), an analysis compiles and answers."""
+    gate = threading.Event()
+    compile_now = AgentPool._compile
+
+    def held_back(pool, entry, make_function):
+        if entry.queue == "play":
+            gate.wait(120)
+        compile_now(pool, entry, make_function)
+
+    monkeypatch.setattr(AgentPool, "_compile", held_back)
+    try:
+        with TestClient(create_app("random", warm=False)) as c:
+            view = c.post("/api/games", json={"game": "tictactoe", "mode": "watch", "agents": ["mcts-3", "random"]})
+            assert c.post(f"/api/games/{view.json()['id']}/advance", json={"ply": 0}).status_code == 202
+            response = until_done(c, c.post(f"/api/games/{view.json()['id']}/analyse",
+                                            json={"ply": 0, "analyst": "mcts-16"}))
+            assert response.status_code == 200 and response.json()["search"]["simulations"] == 16
+            queued = {a["spec"]: a["status"] for a in c.get("/api/agents").json()["agents"] if a["kind"] == "act"}
+            assert queued == {"mcts-3": "compiling", "random": "compiling"}  # still held: the analysis went first
+    finally:
+        gate.set()
+
+
+def test_a_slow_move_answers_202_thinking_and_the_next_request_plays_it(monkeypatch):
+    """An agent's move runs in a worker: the request does not wait for a slow one (202,
+    "thinking", with the seconds so far), the game can be read meanwhile, and a later
+    request picks the move up and plays it once."""
+    gate = threading.Event()
+    with TestClient(create_app("random", warm=False)) as c:
+        view = c.post("/api/games", json={"game": "tictactoe", "agent": "random", "seat": "second"}).json()
+        entry = c.app.state.pool.agent(get_game("tictactoe"), "random")
+        assert entry.ready.wait(300) and entry.status == "ready"
+        fast = entry.function
+        entry.function = lambda state, key: (gate.wait(120), fast(state, key))[1]
+        try:
+            response = c.post(f"/api/games/{view['id']}/advance", json={"ply": 0})
+            assert response.status_code == 202 and response.json()["agent_status"]["status"] == "thinking"
+            assert response.json()["agent_status"]["seconds"] >= 0 and response.json()["ply"] == 0
+            assert c.get(f"/api/games/{view['id']}").status_code == 200
+            again = c.post(f"/api/games/{view['id']}/advance", json={"ply": 0})
+            assert again.status_code == 202  # the same move, still thinking: not a second one
+        finally:
+            gate.set()
+        response = until_done(c, again)
+        assert response.status_code == 200 and response.json()["ply"] == 1 and "agent_seconds" in response.json()
+        entry.function = fast
+
+
+def test_a_spec_over_the_cap_is_refused_before_anything_is_built(client, monkeypatch):
+    """An agent whose search is over the registry's cap is a 422 naming the cap, from
+    the spec alone: nothing is built, a network is not read."""
+    from beastybar_jax.web import engine
+
+    monkeypatch.setattr(engine, "make_agent", lambda *a, **k: pytest.fail("built an agent over the cap"))
+    view = client.post("/api/games", json={"game": "tictactoe", "mode": "watch"}).json()
+    for path, body in (("/api/games", {"agent": "champion@sims=100000"}),
+                       ("/api/games", {"mode": "watch", "agents": ["random", "solver+mcts-5000@worlds=3"]}),
+                       (f"/api/games/{view['id']}/analyse", {"ply": 0, "analyst": "mcts-20000"})):
+        response = client.post(path, json=body)
+        assert response.status_code == 422 and "over the cap: agents search at most 10,000" in response.json()["error"]
 
 
 def test_serve_says_in_one_line_where_it_cannot_listen():
@@ -479,6 +588,22 @@ def test_serve_says_in_one_line_where_it_cannot_listen():
             assert result.returncode == 2 and result.stdout == "", result.stderr[-3000:]
             lines = result.stderr.splitlines()
             assert len(lines) == 1 and lines[0].startswith("error: cannot listen on") and reason in lines[0], lines
+
+
+def test_serve_check_listens_as_the_server_would(capsys):
+    """``--check`` binds the host and port as the server would: a host that is not this
+    machine (192.0.2.1, an address kept for documentation) or a port in use is the same
+    one line and exit code 2, before any agent is built."""
+    serve = _script("serve")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for argv, reason in ((["--host", "192.0.2.1"], "cannot listen on 192.0.2.1:8000: "),
+                             (["--port", str(port)], f"cannot listen on 127.0.0.1:{port}: Address already in use")):
+            assert serve.main(["--agent", "random", "--check", *argv]) == 2
+            out, err = capsys.readouterr()
+            assert out == "" and len(err.splitlines()) == 1 and err.startswith(f"error: {reason}"), err
 
 
 def test_serve_refuses_an_empty_agent_spec(capsys):

@@ -156,20 +156,20 @@ def test_beastybar_by_clicks_a_card_then_its_target(browser, server):
 
 
 def test_a_new_game_takes_over_while_the_agent_compiles(browser, server, monkeypatch):
-    """A game whose agent is still compiling (held back here) keeps the page polling;
-    asking for another game meanwhile replaces it at once (the click used to be dropped
-    until the compile ended), and the old game's answers are not drawn any more."""
+    """A game whose agent is still compiling (held back here) keeps the page polling and
+    says what compiles, for how long so far; asking for another game meanwhile replaces it
+    at once, and the old game's answers are not drawn any more."""
     from beastybar_jax.web.engine import AgentPool
 
     gate = threading.Event()
     compile_now = AgentPool._compile
 
-    def held_back(entry, build):
+    def held_back(pool, entry, make_function):
         if entry.spec == "greedy":
             gate.wait(TIMEOUT)
-        compile_now(entry, build)
+        compile_now(pool, entry, make_function)
 
-    monkeypatch.setattr(AgentPool, "_compile", staticmethod(held_back))
+    monkeypatch.setattr(AgentPool, "_compile", held_back)
     try:
         open_page(browser, server, "play")
         choose(browser, "play-game", "beastybar")
@@ -177,6 +177,8 @@ def test_a_new_game_takes_over_while_the_agent_compiles(browser, server, monkeyp
         by_id(browser, "play-agent").send_keys("greedy")
         by_id(browser, "play-start").click()
         wait(browser, lambda d: by_id(d, "status").get_attribute("class") == "compiling")
+        wait(browser, lambda d: "s so far" in by_id(d, "status").text)
+        wait(browser, lambda d: by_id(d, "compiles").is_displayed() and "greedy" in by_id(d, "compiles").text)
         choose(browser, "play-game", "tictactoe")
         choose(browser, "play-seat", "first")
         by_id(browser, "play-agent").clear()

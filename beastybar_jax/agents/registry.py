@@ -24,7 +24,9 @@ Specs::
 ``<path>`` is a run directory, its ``checkpoints/`` directory or one
 ``checkpoints/<iteration>`` directory, or a directory holding an exported network
 (``config.json`` and ``params.msgpack``, as ``experiments/export_champion.py`` writes);
-the network must have been trained on the game asked for. Options follow ``@`` and are
+the network must have been trained on the game asked for. A search is capped at
+:data:`MAX_SEARCH_WORK` simulations x worlds (x playouts) per move, the one bound of
+every command line and the web app; a spec over it is refused as it is parsed. Options follow ``@`` and are
 peeled off from the end, so a path may itself contain ``@``. Asking for an agent that
 does not play the game (a Beasty Bar heuristic for tic-tac-toe) is an
 :class:`AgentSpecError` naming the agents that do.
@@ -32,6 +34,8 @@ does not play the game (a Beasty Bar heuristic for tic-tac-toe) is an
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
 
 from beastybar_jax.agents.base import Agent, batch_act
@@ -100,16 +104,36 @@ def split_options(spec: str) -> tuple[str, dict[str, str]]:
     return base, dict(reversed(list(options.items())))
 
 
-MAX_OPTION_VALUE = 100_000
-"""The largest N of ``mcts-N`` / ``@sims=N`` / ``@worlds=N`` / ``@playouts=N``: far beyond
-useful searches, and within the int32 counters of the batched search."""
+MAX_SEARCH_WORK = 10_000
+"""The most simulations x worlds (x random playouts per leaf, for ``mcts-N``) an agent
+searches per move, for every spec: the command lines, configs and the web app share this
+one bound. A search tree is allocated per world and grows per simulation, and a move waits
+for all of them: beyond this a move takes minutes on a CPU, or the memory runs out."""
+_DIGITS = len(str(MAX_SEARCH_WORK))  # a longer number is over the cap (and never parsed: int('9' * 5000) raises)
+
+
+def _cap_text() -> str:
+    return (f"agents search at most {MAX_SEARCH_WORK:,} simulations x worlds x playouts per move "
+            f"(MAX_SEARCH_WORK in beastybar_jax.agents.registry)")
 
 
 def _positive_int(spec: str, key: str, value: str) -> int:
-    if not value.isdigit() or not 1 <= int(value) <= MAX_OPTION_VALUE:
-        raise AgentSpecError(f"agent spec {spec!r}: option {key}={value!r} must be a positive integer "
-                             f"up to {MAX_OPTION_VALUE:,}")
+    if not value.isdigit() or not value.strip("0"):
+        raise AgentSpecError(f"agent spec {spec!r}: option {key}={value!r} must be a positive integer")
+    if len(value.lstrip("0")) > _DIGITS or int(value) > MAX_SEARCH_WORK:
+        raise AgentSpecError(f"agent spec {spec!r}: {key}={value} is over the cap: {_cap_text()}")
     return int(value)
+
+
+def check_search_work(spec: str, simulations: int, worlds: int = 1, playouts: int = 1) -> None:
+    """Raise :class:`AgentSpecError` naming the cap when ``simulations x worlds x
+    playouts`` is over :data:`MAX_SEARCH_WORK` (checked as a spec is parsed, before the
+    agent is built)."""
+    work = simulations * worlds * playouts
+    if work > MAX_SEARCH_WORK:
+        factors = f"{simulations} simulations x {worlds} worlds" + (f" x {playouts} playouts" if playouts > 1 else "")
+        raise AgentSpecError(f"agent spec {spec!r} searches {factors} = {work:,} per move, over the cap: "
+                             f"{_cap_text()}")
 
 
 def _algorithm(spec: str, value: str) -> str:
@@ -126,7 +150,15 @@ def _check_options(spec: str, options: dict, allowed: tuple[str, ...]) -> None:
                              f"allowed here: {allowed_text}")
 
 
-def _wrapped_agent(spec: str, game: Game) -> Agent:
+@dataclasses.dataclass(frozen=True)
+class SpecInfo:
+    """What :func:`check_agent_spec` tells of a valid spec without building the agent."""
+
+    loads_network: bool  # building it reads a network from disk (a checkpoint or a shipped one: seconds)
+    has_evaluator: bool  # it has an evaluator (and maybe a search) to analyse with (``Agent.search_setup``)
+
+
+def _wrapped_agent(spec: str, game: Game, build: bool) -> Agent | SpecInfo:
     head, plus, fallback = spec.partition("+")
     wrappers = dict(game.agent_wrappers)
     if head not in wrappers:
@@ -136,7 +168,9 @@ def _wrapped_agent(spec: str, game: Game) -> Agent:
     if not plus or not fallback.strip():
         raise AgentSpecError(f"agent spec {spec!r}: write {head}+<agent> (the agent to play where {head} "
                              f"does not decide), e.g. {head}+{game.default_opponent}")
-    inner = make_agent(fallback.strip(), game=game)
+    inner = _make(fallback.strip(), game, build)
+    if not build:
+        return inner  # the wrapper analyses and loads as its inner agent does
     # Analysis sees the position the way the inner agent does (the wrapper only plays solved endgames).
     return Agent(spec, wrappers[head](inner.act), inner.search_setup,
                  wrappers[head](batch_act(inner), batched=True), game=game.name)
@@ -147,25 +181,42 @@ def make_agent(spec: str, *, game: Game | str | None = None) -> Agent:
     ``Game`` or its name; default: Beasty Bar).
 
     Raises:
-      AgentSpecError (a ValueError): unknown names or options, with the accepted ones.
+      AgentSpecError (a ValueError): unknown names or options, with the accepted ones; a
+        search over :data:`MAX_SEARCH_WORK`, before anything is built.
       beastybar_jax.checkpoint.CheckpointError: a checkpoint that is missing or unreadable.
     """
+    return _make(spec, game, build=True)
+
+
+def check_agent_spec(spec: str, *, game: Game | str | None = None) -> SpecInfo:
+    """Check ``spec`` as :func:`make_agent` does, without building the agent or reading a
+    network (milliseconds): names, options, the game, :data:`MAX_SEARCH_WORK`, and that a
+    checkpoint path exists. What only reading the network can tell (a damaged checkpoint,
+    another game's network, its run's worlds over the cap) is :func:`make_agent`'s.
+
+    Raises:
+      AgentSpecError, beastybar_jax.checkpoint.CheckpointError: as :func:`make_agent`.
+    """
+    return _make(spec, game, build=False)
+
+
+def _make(spec: str, game: Game | str | None, build: bool) -> Agent | SpecInfo:
     if not isinstance(spec, str) or not spec.strip():
         raise AgentSpecError(f"empty agent spec {spec!r}; {_help()}")
     game = get_game("beastybar") if game is None else _game(game)
     spec = spec.strip()
     head = spec.partition("+")[0]
     if any(head in dict(get_game(g).agent_wrappers) for g in GAME_NAMES):
-        return _wrapped_agent(spec, game)  # <wrapper>+<agent>: the options belong to the inner agent
+        return _wrapped_agent(spec, game, build)  # <wrapper>+<agent>: the options belong to the inner agent
     base, options = split_options(spec)
 
     if base == "random":
         _check_options(spec, options, ())
-        return random_agent(game)
+        return random_agent(game) if build else SpecInfo(loads_network=False, has_evaluator=False)
     own = dict(game.agents)
     if base in own:
         _check_options(spec, options, ())
-        return Agent(base, own[base](), game=game.name)
+        return Agent(base, own[base](), game=game.name) if build else SpecInfo(False, False)
     if _plays(base) and base not in dict(game.networks):
         raise AgentSpecError(f"agent {base!r} plays {', '.join(_plays(base))} only, not {game.name}; agents for "
                              f"{game.name}: {', '.join(agent_names(game))}")
@@ -174,12 +225,14 @@ def make_agent(spec: str, *, game: Game | str | None = None) -> Agent:
     if mcts:
         _check_options(spec, options, ("worlds", "algo", "playouts"))
         sims = _positive_int(spec, "N", mcts["sims"])
-        return mcts_agent(
-            sims,
-            num_determinizations=_positive_int(spec, "worlds", options.get("worlds", "1")),
-            algorithm=_algorithm(spec, options.get("algo", "gumbel")),
-            num_playouts=_positive_int(spec, "playouts", options.get("playouts", "1")),
-            game=game, name=spec)
+        worlds = _positive_int(spec, "worlds", options.get("worlds", "1"))
+        playouts = _positive_int(spec, "playouts", options.get("playouts", "1"))
+        algorithm = _algorithm(spec, options.get("algo", "gumbel"))
+        check_search_work(spec, sims, worlds, playouts)
+        if not build:
+            return SpecInfo(loads_network=False, has_evaluator=True)
+        return mcts_agent(sims, num_determinizations=worlds, algorithm=algorithm, num_playouts=playouts,
+                          game=game, name=spec)
 
     shipped = dict(game.networks)
     if base.startswith("checkpoint:") or base in shipped:
@@ -189,6 +242,19 @@ def make_agent(spec: str, *, game: Game | str | None = None) -> Agent:
         _check_options(spec, options, ("sims", "worlds", "algo"))
         if ("worlds" in options or "algo" in options) and "sims" not in options:
             raise AgentSpecError(f"agent spec {spec!r}: worlds/algo only apply with search; add @sims=<N>")
+        changes = {}
+        if "sims" in options:  # checked before the network is read: a search over the cap is refused at once
+            changes["num_simulations"] = _positive_int(spec, "sims", options["sims"])
+            if "worlds" in options:
+                changes["num_determinizations"] = _positive_int(spec, "worlds", options["worlds"])
+            if "algo" in options:
+                changes["algorithm"] = _algorithm(spec, options["algo"])
+            check_search_work(spec, changes["num_simulations"], changes.get("num_determinizations", 1))
+        if not build:
+            where = os.path.abspath(os.path.expanduser(path))
+            if base not in shipped and not os.path.exists(where):  # as load_agent says it
+                raise checkpoint.CheckpointError(f"no such run directory or checkpoint: {where}")
+            return SpecInfo(loads_network=True, has_evaluator=True)
         if base in shipped:  # a network shipped with the game (Game.networks): files in the package
             model = checkpoint.load_exported(shipped[base])
         else:
@@ -196,14 +262,10 @@ def make_agent(spec: str, *, game: Game | str | None = None) -> Agent:
         if model.config.game != game.name:
             raise AgentSpecError(f"agent spec {spec!r}: that network plays {model.config.game}, not {game.name}")
         network, params = model.network, model.params
-        if "sims" not in options:
+        if not changes:
             return network_agent(network, params, name=spec, game=game)
-        changes = {"num_simulations": _positive_int(spec, "sims", options["sims"])}
-        if "worlds" in options:
-            changes["num_determinizations"] = _positive_int(spec, "worlds", options["worlds"])
-        if "algo" in options:
-            changes["algorithm"] = _algorithm(spec, options["algo"])
         search = search_config_with(model.config.search, **changes)
+        check_search_work(spec, search.num_simulations, search.num_determinizations)  # the run's worlds
         return network_agent(network, params, search=search, name=spec, game=game)
 
     if base.startswith("mcts"):

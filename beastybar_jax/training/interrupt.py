@@ -327,11 +327,28 @@ def _in_multiprocess_run() -> bool:
     return jax is not None and jax.distributed.is_initialized() and jax.process_count() > 1
 
 
+_EARLY: CommandSignals | None = None
+
+
+def command_signals_now() -> CommandSignals | None:
+    """Install the command line's :class:`CommandSignals` at once: the first lines of a
+    script whose imports take seconds (JAX), so a signal then is noted like any other
+    (the command stops at its first safe point, with its one line), not fatal at once.
+    :func:`run_command` keeps it. Does nothing outside the main thread."""
+    global _EARLY
+    if _EARLY is None:
+        signals = CommandSignals().install()
+        _EARLY = signals if signals._active else None
+    return _EARLY
+
+
 def run_command(main: Callable[[], int]) -> NoReturn:
-    """Run a command line's ``main()`` under :class:`CommandSignals` and exit with its
-    code through :func:`exit_command`. An :class:`Interrupted` that ``main`` lets
-    through becomes its one line and its exit code."""
-    with CommandSignals() as signals:
+    """Run a command line's ``main()`` under :class:`CommandSignals` (the one
+    :func:`command_signals_now` installed, if any) and exit with its code through
+    :func:`exit_command`. An :class:`Interrupted` that ``main`` lets through becomes its
+    one line and its exit code."""
+    early = _EARLY if _EARLY is not None and _EARLY._active else None
+    with (early or CommandSignals()) as signals:
         try:
             code = main()
         except Interrupted as e:

@@ -12,11 +12,18 @@ compile; request bodies of at most ``MAX_BODY_BYTES``)::
     POST /api/games                     new game: {game, mode: play|watch, agent | agents, seat, seed}
     GET  /api/games/{id}?ply=k          the game (at ply k) as the viewer may see it
     POST /api/games/{id}/move           the human's move: {action, ply}
-    POST /api/games/{id}/advance        the agent to move moves: {ply}; 202 while it compiles
-    POST /api/games/{id}/analyse        {ply, analyst}; 202 while the analyst compiles
+    POST /api/games/{id}/advance        the agent to move moves: {ply}; 202 while it compiles or thinks
+    POST /api/games/{id}/analyse        {ply, analyst}; 202 while the analyst compiles or searches
     GET  /api/games/{id}/record         the game record (finished games only)
     POST /api/records                   {record}: replay a record as a new game
-    GET  /api/agents                    compiled agents and their status
+    GET  /api/agents                    compiled agents: status, queue, seconds compiling so far
+
+Every request answers at once (well under a second on an idle machine, once the server
+has started): a request checks an agent's spec (``AgentPool.check``: names, options, the
+registry's cap on its search) and hands the rest to background workers (building and
+compiling agents, see :mod:`beastybar_jax.web.engine`; moves and analyses, ``Jobs``),
+answering 202 until they are done. The game's own functions (deal, step, legal moves,
+views) compile when the server starts.
 """
 
 from __future__ import annotations
@@ -24,7 +31,6 @@ from __future__ import annotations
 import logging
 import pathlib
 import secrets
-import time
 
 import jax
 import numpy as np
@@ -39,7 +45,7 @@ from beastybar_jax.games import GAME_NAMES, UnknownGameError, get_game
 from beastybar_jax.playing import RecordError, deal, human_seat, legal_actions, move_text, replay, secret_deal_seed
 from beastybar_jax.web import schemas
 from beastybar_jax.seeds import fold_in_seed, seed_key
-from beastybar_jax.web.engine import AgentPool, AgentUnavailable, PoolBusy, exact_applies
+from beastybar_jax.web.engine import AgentPool, AgentUnavailable, Jobs, PoolBusy, exact_applies
 from beastybar_jax.web.store import HUMAN, ApiError, GameStore, Session
 
 STATIC = pathlib.Path(__file__).resolve().parent / "static"
@@ -96,6 +102,27 @@ def default_agent(game_name: str, pool: AgentPool | None = None) -> str:
         return FALLBACK_AGENT.get(game_name, default_opponent(game))
 
 
+def warm_game(game) -> None:
+    """Compile what a request does with ``game`` outside the agents (deal, seat, legal
+    moves, a step, the narration and the view, the exact solver's test, a world drawn for
+    a player, the agents' keys), so that no request compiles them: a few moves of a game."""
+    state, key = deal(game, 0)
+    human, key = human_seat(state, key, "random")
+    seed_key(secrets.randbits(63))
+    for ply in range(2):
+        if bool(state.terminated):
+            break
+        jax.random.fold_in(fold_in_seed(seed_key(0), 0), ply)
+        legal = legal_actions(game, state)
+        session = Session(id="warm", game=game, mode="play", seed=0, seed_chosen=True,
+                          players=[HUMAN, "warm"], human=human, states=[jax.device_get(state)])
+        session.view()
+        session.play(legal[0])
+        state = session.state
+        exact_applies(game, state)
+        session.game.sample_world(state, int(state.current_player), jax.random.fold_in(key, ply))
+
+
 def _error(status: int, message: str, **extra) -> JSONResponse:
     return JSONResponse(status_code=status, content={"error": message, **extra})
 
@@ -109,7 +136,8 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 
 def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_games: int = 500,
-               compile_workers: int = 1, warm: bool = True, agent_seed: int | None = None) -> FastAPI:
+               compile_workers: int = 1, analysis_workers: int = 1, job_workers: int = 2, warm: bool = True,
+               agent_seed: int | None = None) -> FastAPI:
     """The web app.
 
     Args:
@@ -119,11 +147,16 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
       ttl_seconds: an untouched game is forgotten after this long.
       max_games: at most this many games are kept (the least recently used go first).
       compile_workers: agents compiled at the same time, in background threads.
-      warm: start compiling the default agents at once.
+      analysis_workers: analyses compiled at the same time, in their own threads (an
+        analysis never waits behind the agents' compiles).
+      job_workers: threads that run the agents' moves and the analyses.
+      warm: compile the games' own functions now (before the first request) and start
+        compiling the default agents.
       agent_seed: make the agents' random choices (ties, search noise) a function of this
         seed and the deal seed, for reproducible games (tests, screenshots); default: secret.
     """
-    pool = AgentPool(workers=compile_workers)
+    pool = AgentPool(workers=compile_workers, analysis_workers=analysis_workers)
+    jobs = Jobs(workers=job_workers)
     store = GameStore(ttl_seconds=ttl_seconds, max_games=max_games)
     defaults = {}
     for name in GAME_NAMES:
@@ -138,11 +171,14 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
         pool.build(get_game("beastybar"), agent)  # raises AgentUnavailable: a bad --agent is the caller's error
     app = FastAPI(title="beastybar_jax", docs_url="/api/docs", redoc_url=None)
     app.add_middleware(BodyLimit)
-    app.state.pool, app.state.store, app.state.defaults = pool, store, defaults
+    app.state.pool, app.state.store, app.state.defaults, app.state.jobs = pool, store, defaults, jobs
     for name, spec in defaults.items():
         pool.pin(get_game(name), spec)
         if warm:
             pool.agent(get_game(name), spec)
+    if warm:
+        for name in GAME_NAMES:
+            warm_game(get_game(name))
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
@@ -280,13 +316,20 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
                 return JSONResponse(status_code=202, content=session.view(agent_status=entry.describe()))
             if entry.status == "error":
                 raise ApiError(409, f"agent {entry.spec} could not be compiled: {entry.error}")
-            key = jax.random.fold_in(session.agent_key, len(session.moves))
-            start = time.perf_counter()
-            action = int(entry.function(session.state, key))
-            latency = time.perf_counter() - start
-            session.play(action)
+            ply, state = len(session.moves), session.state
+            key = jax.random.fold_in(session.agent_key, ply)
+        # The move runs in a worker: a slow agent's request answers 202 ("thinking") at once.
+        done, action, seconds = jobs.run(("move", session.id, ply),
+                                         lambda: entry.function(state, key))
+        with session.lock:
+            if len(session.moves) != ply:  # another request played this move meanwhile
+                return session.view(agent_status=status_of(session))
+            if not done:
+                thinking = dict(entry.describe(), status="thinking", seconds=round(seconds, 1))
+                return JSONResponse(status_code=202, content=session.view(agent_status=thinking))
+            session.play(int(action))
             view = session.view(agent_status=status_of(session))
-            view["agent_seconds"] = round(latency, 4)
+            view["agent_seconds"] = round(seconds, 4)
             return view
 
     @app.post("/api/games/{game_id}/analyse")
@@ -309,18 +352,27 @@ def create_app(agent: str | None = None, *, ttl_seconds: float = 3600.0, max_gam
         solver = pool.exact(session.game) if exact_applies(session.game, state) else None
         for part, what in ((entry, f"the analysis with {entry.spec}"), (solver, "the exact endgame solver")):
             if part is not None and part.status == "compiling":
-                return JSONResponse(status_code=202, content={"status": "compiling", "analyst": entry.spec,
-                                                              "compiling": what})
+                return JSONResponse(status_code=202, content=dict(
+                    part.describe(), status="compiling", analyst=entry.spec, compiling=what))
             if part is not None and part.status == "error":
                 raise ApiError(409, f"{what} could not be compiled: {part.error}")
         key = seed_key(secrets.randbits(63))
-        if live:  # only what the human knows: a world drawn from their side
-            state = session.game.sample_world(state, human, jax.random.fold_in(key, 1))
-        start = time.perf_counter()
-        search = jax.device_get(entry.function(state, key))
-        exact = None if solver is None else jax.device_get(solver.function(state, jax.random.fold_in(key, 2)))
-        seconds = time.perf_counter() - start
-        return _analysis(session, ply, state, mover, entry, search, exact, seconds, live)
+
+        def work():
+            world = state
+            if live:  # only what the human knows: a world drawn from their side
+                world = session.game.sample_world(state, human, jax.random.fold_in(key, 1))
+            search = entry.function(world, key)
+            exact = None if solver is None else solver.function(world, jax.random.fold_in(key, 2))
+            return world, search, exact
+
+        # The search runs in a worker: a long one answers 202 ("analysing") at once.
+        done, result, seconds = jobs.run(("analyse", session.id, ply, entry.spec, live), work)
+        if not done:
+            return JSONResponse(status_code=202, content={"status": "analysing", "analyst": entry.spec,
+                                                          "seconds": round(seconds, 1)})
+        world, search, exact = result
+        return _analysis(session, ply, world, mover, entry, search, exact, seconds, live)
 
     @app.get("/api/games/{game_id}/record")
     def record(game_id: str):

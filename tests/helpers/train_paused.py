@@ -8,7 +8,8 @@ Environment:
     ``hook:N``: after iteration N ran, before its metrics line is written;
     ``save:N``: right after the save of checkpoint N started (orbax still writing);
     ``logged:N``: after iteration N's metrics line is written;
-    ``call:MODULE:NAME:N``: before the N-th call of ``MODULE.NAME`` (any command line).
+    ``call:MODULE:NAME:N``: before the N-th call of ``MODULE.NAME`` (any command line);
+    ``import:MODULE``: when the command line first imports ``MODULE`` (its start-up).
   PAUSE_MARKER: a file written (with this process's pid) when the pause starts.
   PAUSE_STUCK: when set, a pause ignores signals (like a long compile or device call,
     during which Python runs no handler): only the command's watchdog can end it.
@@ -48,12 +49,24 @@ def pause(should_stop=stop_requested) -> None:
 
 
 def install(spec: str) -> None:
+    kind, _, number = spec.partition(":")
+    at = int(number) if number.isdigit() else None
+    if kind == "import":  # before anything here imports JAX
+        class PauseOnImport:
+            """A finder that finds nothing: it pauses the first import of ``number``."""
+
+            def find_spec(self, name, path=None, target=None):
+                if name == number:
+                    sys.meta_path.remove(self)
+                    pause()
+                return None
+
+        sys.meta_path.insert(0, PauseOnImport())
+        return
     from beastybar_jax.training import loop as loop_module
     from beastybar_jax.checkpoint import Checkpointer
     from beastybar_jax.training.metrics import MetricsLogger
 
-    kind, _, number = spec.partition(":")
-    at = int(number) if number.isdigit() else None
     if kind == "compile":
         real = loop_module.compile_in_thread
 

@@ -40,8 +40,8 @@ def render_state(state, viewer: int | None = None) -> str:
         if viewer is None or p == viewer:
             hand = _species_list(s["hand"][p])
         else:
-            hand = f"{int(s['hand'][p].sum())} hidden cards"
-        lines.append(f"P{p} hand: {hand}; deck: {deck_sizes[p]} cards")
+            hand = _cards(int(s['hand'][p].sum()), "hidden card")
+        lines.append(f"P{p} hand: {hand}; deck: {_cards(int(deck_sizes[p]), 'card')}")
     if s["terminated"]:
         r = s["rewards"]
         result = "draw" if r[0] == 0 else f"P{0 if r[0] > 0 else 1} wins"
@@ -69,6 +69,11 @@ def _owned(card: int, viewer: int | None) -> str:
     if viewer is None:
         return f"{C.SPECIES_NAMES[species]} (P{owner}'s)"
     return f"{C.SPECIES_NAMES[species]} ({'yours' if owner == viewer else 'opponent' + chr(39) + 's'})"
+
+
+def _cards(count: int, noun: str) -> str:
+    """``"1 hidden card"``, ``"3 hidden cards"``, ``"0 cards"``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _new_cards(before, after, viewer: int) -> list[str]:

@@ -158,10 +158,12 @@ function statusText() {
   if (G.waiting_for === "human") return "Your move: click a card" + (G.game === "tictactoe" ? " (a cell)" : "");
   const status = G.agent_status;
   if (status && status.status === "compiling") {
-    return `Compiling ${status.spec} for its first move (once per agent; this can take a minute)\u2026`;
+    return `Compiling ${status.spec} for its first move: ${compileTime(status)} (once per agent; this can take a ` +
+      `minute)\u2026`;
   }
   if (status && status.status === "error") return `The agent ${status.spec} failed: ${status.error}`;
   if (status && status.status === "queued") return `${status.spec} waits for other agents to compile: ${status.error}`;
+  if (status && status.status === "thinking") return `${seatName(G.to_move)} is thinking (${status.seconds} s)\u2026`;
   return `${seatName(G.to_move)} is thinking\u2026`;
 }
 
@@ -213,13 +215,15 @@ async function takeOver(fn) {
 }
 
 async function advance(current, pause) {
-  // One move of the agent; while it compiles the server answers 202 (the page says so): ask again.
+  // One move of the agent; while it compiles or thinks the server answers 202 (the page
+  // says so, with the seconds so far): ask again, soon while it thinks.
   while (current()) {
     const { status, data } = await api("POST", `/api/games/${G.id}/advance`, { ply: G.ply });
     if (!current()) return;
     render(data);
     if (status !== 202) return;
-    await sleep(pause);
+    refreshCompiles();
+    await sleep(data.agent_status && data.agent_status.status === "thinking" ? Math.min(pause, 250) : pause);
   }
 }
 
@@ -336,9 +340,11 @@ function analyse() {
       const { status, data } = await api("POST", `/api/games/${G.id}/analyse`, body);
       if (!current()) return;
       if (status === 200) return renderAnalysis(data);
-      $("analysis").replaceChildren(el("p", { class: "compiling", id: "analysis-compiling",
-        text: `Compiling ${data.compiling} (once; this can take a minute)\u2026` }));
-      await sleep(1000);
+      const text = data.status === "analysing" ? `Analysing with ${data.analyst}: ${data.seconds} s\u2026`
+        : `Compiling ${data.compiling}: ${compileTime(data)} (once; this can take a minute)\u2026`;
+      $("analysis").replaceChildren(el("p", { class: "compiling", id: "analysis-compiling", text }));
+      refreshCompiles();
+      await sleep(data.status === "analysing" ? 250 : 1000);
     }
   });
 }
@@ -367,6 +373,30 @@ async function loadRecord(file) {
     $("analysis").replaceChildren();
     $("record-status").textContent = `Loaded ${file.name}: ${G.ply} moves; step through it or analyse any position.`;
   });
+}
+
+// ---------------------------------------------------------------- what the server compiles
+
+function compileTime(entry) {
+  return entry.waiting ? `waiting for the ${entry.queue} compiles before it, ${entry.seconds} s so far`
+    : `${entry.seconds} s so far`;
+}
+
+// The server's compile queues (GET /api/agents): what compiles and for how long, asked
+// again every second while anything compiles, every 10 s otherwise.
+let compilesTimer = null;
+async function refreshCompiles() {
+  if (compilesTimer) clearTimeout(compilesTimer);
+  let compiling = [];
+  try {
+    compiling = (await api("GET", "/api/agents")).data.agents.filter((a) => a.status === "compiling");
+  } catch (e) { /* the game's own requests say what is wrong */ }
+  const box = $("compiles");
+  box.hidden = compiling.length === 0;
+  box.textContent = compiling.length === 0 ? "" : "Compiling: " + compiling.map((a) =>
+    `${a.spec || "the exact solver"} (${a.kind === "act" ? a.game : `${a.kind}, ${a.game}`}: ` +
+    `${a.waiting ? "waiting, " : ""}${a.seconds} s)`).join(", ");
+  compilesTimer = setTimeout(refreshCompiles, compiling.length ? 1000 : 10000);
 }
 
 function showPanel(name) {
@@ -401,6 +431,7 @@ async function init() {
   $("record-download").onclick = downloadRecord;
   $("record-file").onchange = (e) => { if (e.target.files[0]) loadRecord(e.target.files[0]); e.target.value = ""; };
   showPanel("play");
+  refreshCompiles();
   document.body.dataset.ready = "true";
 }
 
