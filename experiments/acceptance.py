@@ -16,26 +16,29 @@ crashes or runs out of time is reported as such and the next one starts), and wr
 - ``DIR/report.md``: the same as tables;
 - ``DIR/parts/<part>.json`` and ``DIR/parts/<part>.log``: each part's own output.
 
-Parts (``--scale full`` takes about 17 minutes on one H100 or H200: two 10-minute slots, one
-with ``--parts conformance,engine,search,learner,iteration,gpu_tests``, one with ``--parts
-strength``, each with its own ``--out``; ``--scale tiny`` does the
-same on a CPU in about two minutes, one and a half with ``--jobs 2``, and runs in the test suite,
-so the script cannot rot):
+Parts (``--scale full`` takes about 20 minutes on one H100 or H200, in 10-minute slots, each
+command with its own ``--out``: ``--parts engine,search,learner,iteration`` (the speed of the
+hot loop, at most 9 minutes of budgets), ``--parts conformance,gpu_tests`` and ``--parts
+strength``; ``--scale tiny`` does the same on a CPU in about two minutes, one and a half with
+``--jobs 2``, and runs in the test suite, so the script cannot rot):
 
 ==============  ==============================================================================
 conformance     the engine replays the reference corpus on the device: 0 mismatches required
 engine          random legal play, ``step`` and ``step+mask+obs`` steps/s at 4,096 / 65,536 /
                 1,048,576 games
-search          the search alone at 4,096 games, 8..256 simulations with the project's search
-                loop, 8..64 with stock mctx (whose cost per simulation grows with the
-                simulations; tiny scale: the project's loop only): simulations/s, cost per
-                simulation relative to 16
+search          the search alone with the device's loop (the static one on a GPU) at 4,096
+                games x 8..256 simulations and 16,384 / 65,536 games x 64; 0.2's dynamic
+                loop at 16 and 64 and stock mctx at 64 for comparison (tiny scale: the
+                device's loop only): simulations/s, ops per simulation, the cost per
+                simulation at 256 relative to 16
 learner         whole AlphaZero iterations (self-play with search + replay + SGD) at
                 16,384 games x 64 simulations and 64 updates with ``configs/h100.yaml``'s
                 network, without its afterstate inputs and exact targets
                 (``MACHINERY_OVERRIDES``; so is ``search``)
-iteration       one ``configs/h100.yaml`` and one ``configs/ppo_h100.yaml`` iteration at their
-                own sizes: seconds, simulations/s or env steps/s, peak device memory
+iteration       one ``configs/h100.yaml`` and one ``configs/ppo_h100.yaml`` iteration as shipped
+                (``benchmark.py profile``): compile seconds, iteration seconds, games/s or
+                env steps/s, ops per simulation, and on a GPU the kernels, the device's busy
+                share (a ``jax.profiler`` trace) and NVML's utilization, memory and power
 strength        150 s of ``configs/h100.yaml`` training (a time budget, then
                 SIGTERM: the run saves its checkpoint), then the network raw and with 32
                 simulations: win rates vs heuristic and outcome_heuristic and the endgame suite
@@ -71,14 +74,22 @@ CORPUS = os.path.join(REPO, "tests", "data", "reference_random_games.jsonl.gz")
 # Targets set by the project's issues; a figure is "met" when it reaches its target.
 TARGETS = {
     "engine_mask_obs_steps_per_second_1M": (1e9, "engine >= 1 B step+mask+obs steps/s at >= 1 M games"),
-    "search_sims_per_second_4096x64": (10e6, "search >= 10 M simulations/s at 4,096 games x 64"),
-    "learner_sims_per_second_16384x64": (25e6, ">= 25 M simulations/s at 16,384 x 64 with the learner"),
-    "search_cost_256_vs_16": (1.5, "cost per simulation at 256 within 1.5x of 16 (at most)"),
-    "ppo_env_steps_per_second": (50e6, "PPO >= 50 M env steps/s"),
+    "search_sims_per_second_4096x64": (25e6, "search >= 25 M simulations/s at 4,096 games x 64"),
+    "search_sims_per_second_65536x64": (100e6, "search >= 100 M simulations/s at 65,536 games x 64"),
+    "search_ops_per_simulation": (85, "the simulation loop's body at most 85 ops (a third of 0.2's 253)"),
+    "learner_sims_per_second_16384x64": (60e6, ">= 60 M simulations/s at 16,384 x 64 with the learner"),
+    "search_cost_256_vs_16": (1.2, "cost per simulation at 256 within 1.2x of 16 (at most)"),
+    "alphazero_games_per_second": (5 * 4096 / 1.15, "h100.yaml: games per second of training >= 5x 0.2's "
+                                                     "(4,096 games in 1.15 s)"),
+    "alphazero_compile_seconds": (30, "h100.yaml: one iteration compiles in at most 30 s"),
+    "alphazero_ops_per_simulation": (190, "h100.yaml: the simulation loop's body at most 190 ops"),
+    "alphazero_device_busy_share": (0.8, "h100.yaml: the device busy >= 80% of an iteration's wall time"),
+    "ppo_env_steps_per_second": (40e6, "PPO >= 40 M env steps/s"),
     "strength_raw_vs_heuristic": (0.95, "after ~3 minutes of training, raw network >= 95% wins vs heuristic"),
     "conformance_mismatches": (0, "0 mismatches against the reference corpus (at most)"),
 }
-AT_MOST = {"search_cost_256_vs_16", "conformance_mismatches"}
+AT_MOST = {"search_cost_256_vs_16", "conformance_mismatches", "search_ops_per_simulation",
+           "alphazero_compile_seconds", "alphazero_ops_per_simulation"}
 
 # The search and learner parts measure the search machinery, so they hold the network and
 # targets their speed targets were set for: the plain MLP, no afterstate inputs (an engine
@@ -92,8 +103,8 @@ MACHINERY_OVERRIDES = ["network.afterstates=false", "network.replies=false", "al
 SCALES = {
     "full": dict(
         engine_batches=[4096, 65536, 1048576], engine_steps=64,
-        search_batch=4096, search_sims=[8, 16, 32, 64, 128, 256], stock_sims=[8, 16, 32, 64],
-        search_config="configs/h100.yaml",
+        search_batch=4096, search_sims=[8, 16, 64, 256], dynamic_sims=[16, 64], stock_sims=[64],
+        search_batches=[16384, 65536], search_config="configs/h100.yaml",
         learner_batch=16384, learner_sims=64, learner_updates=64, learner_config="configs/h100.yaml",
         az_config="configs/h100.yaml", ppo_config="configs/ppo_h100.yaml", ppo_batch=None,
         train_config="configs/h100.yaml", train_seconds=150.0, train_iterations=100_000,
@@ -104,7 +115,8 @@ SCALES = {
         # No stock-mctx search at tiny scale: each search compiles for seconds on a CPU, and
         # tests/test_docs.py runs the first documented `benchmark.py search`, which has
         # `--mctx both` (that test asserts it).
-        search_batch=32, search_sims=[16, 32], stock_sims=[], search_config="configs/tiny.yaml",
+        search_batch=32, search_sims=[16, 32], dynamic_sims=[], stock_sims=[], search_batches=[],
+        search_config="configs/tiny.yaml",
         learner_batch=16, learner_sims=4, learner_updates=None, learner_config="configs/tiny.yaml",
         az_config="configs/tiny.yaml", ppo_config="configs/ppo_quick.yaml", ppo_batch=32,
         train_config="configs/tiny.yaml", train_seconds=None, train_iterations=2,
@@ -122,7 +134,7 @@ SCALES = {
 # training in `strength`; `pytest -m gpu` took 80 s on an H200. tiny: generous, so a busy CI
 # machine never times a part out.
 BUDGETS = {
-    "full": dict(conformance=20, engine=40, search=150, learner=50, iteration=180, strength=480, gpu_tests=120),
+    "full": dict(conformance=20, engine=40, search=180, learner=50, iteration=240, strength=480, gpu_tests=120),
     "tiny": dict(conformance=300, engine=300, search=300, learner=300, iteration=300, strength=600,
                  gpu_tests=300),
 }
@@ -217,31 +229,41 @@ def part_engine(s: dict, out: str, log) -> list[dict]:
 
 
 def part_search(s: dict, out: str, log) -> list[dict]:
+    """The search alone: the device's own loop (``auto``: static on a GPU) over the
+    simulation counts and batch sizes, and for comparison 0.2's dynamic loop and stock mctx."""
     from beastybar_jax.config import load_config
 
     bench = benchmarks()
     base = load_config(os.path.join(REPO, s["search_config"]), MACHINERY_OVERRIDES)
+    batch = s["search_batch"]
+    runs = [("patched", "auto", batch, n) for n in s["search_sims"]]
+    runs += [("patched", "auto", b, 64) for b in s["search_batches"]]
+    runs += [("patched", "dynamic", batch, n) for n in s["dynamic_sims"]]
+    runs += [("stock", "auto", batch, n) for n in s["stock_sims"]]
     per_sim = {}
-    for mctx, simulations in (("patched", s["search_sims"]), ("stock", s["stock_sims"])):
-        for sims in simulations:
-            r = bench["search"](base, s["search_batch"], sims, "network", mctx, s["repeats"])
-            per_sim[(mctx, sims)] = r["seconds_per_simulation"]
-            log(f"search {mctx} batch {s['search_batch']} sims {sims}: {r['simulations_per_second']:.4g} sims/s, "
-                f"compile {r['compile_seconds']:.1f} s")
-            name = "search_sims_per_second"
-            if mctx == "patched" and sims == 64 and s["search_batch"] == 4096:
-                name += "_4096x64"
-            yield figure(name, r["simulations_per_second"], "simulations/s", mctx=mctx,
-                         batch_size=s["search_batch"], num_simulations=sims, network=r["network"],
-                         compile_seconds=r["compile_seconds"])
-        if not simulations:
-            continue
-        low, high = min(simulations, key=lambda n: abs(n - 16)), max(simulations)
-        if low == high:
-            continue
-        name = "search_cost_256_vs_16" if (mctx, low, high) == ("patched", 16, 256) else "search_cost_most_vs_16"
-        yield figure(name, per_sim[(mctx, high)] / per_sim[(mctx, low)], "x", mctx=mctx,
-                     batch_size=s["search_batch"], simulations=[low, high])
+    for mctx, loop, games, sims in runs:
+        r = bench["search"](base, games, sims, "network", mctx, s["repeats"], loop=loop)
+        per_sim[(r["loop"], games, sims)] = r["seconds_per_simulation"]
+        log(f"search {r['loop']} batch {games} sims {sims}: {r['simulations_per_second']:.4g} sims/s, "
+            f"{r['body_ops']} ops per simulation (loops inside: {r['body_nested_loops']}), "
+            f"compile {r['compile_seconds']:.1f} s")
+        main_loop = mctx == "patched" and loop == "auto"
+        name = "search_sims_per_second"
+        if main_loop and sims == 64 and games in (4096, 65536):
+            name += f"_{games}x64"
+        yield figure(name, r["simulations_per_second"], "simulations/s", loop=r["loop"], batch_size=games,
+                     num_simulations=sims, network=r["network"], ops_per_simulation=r["body_ops"],
+                     loops_inside=r["body_nested_loops"], compile_seconds=r["compile_seconds"])
+        if main_loop and (games, sims) == (batch, 64):
+            yield figure("search_ops_per_simulation", r["body_ops"], "ops", loop=r["loop"], batch_size=games,
+                         loops_inside=r["body_nested_loops"])
+    loop = next((r for (r, g, n) in per_sim if g == batch), None)
+    sims = sorted(n for (r, g, n) in per_sim if (r, g) == (loop, batch))
+    if len(sims) > 1:
+        low, high = min(sims, key=lambda n: abs(n - 16)), max(sims)
+        name = "search_cost_256_vs_16" if (low, high) == (16, 256) else "search_cost_most_vs_16"
+        yield figure(name, per_sim[(loop, batch, high)] / per_sim[(loop, batch, low)], "x", loop=loop,
+                     batch_size=batch, simulations=[low, high])
 
 
 def part_learner(s: dict, out: str, log) -> list[dict]:
@@ -263,24 +285,35 @@ def part_learner(s: dict, out: str, log) -> list[dict]:
 
 
 def part_iteration(s: dict, out: str, log) -> list[dict]:
+    """One ``h100.yaml`` and one ``ppo_h100.yaml`` iteration as shipped (``benchmark.py
+    profile``): compile seconds, the best of the timed iterations, one traced (ops per
+    simulation, the device's kernels and busy share), NVML's utilization and power."""
     from beastybar_jax.config import load_config
+    from bench.profile import profile_iteration
 
-    bench = benchmarks()
     az = load_config(os.path.join(REPO, s["az_config"]))
-    r = bench["selfplay"](az, az.num_games, az.search.num_simulations,
-                             az.alphazero.moves_per_iteration, az.alphazero.updates_per_iteration, s["repeats"])
+    r = profile_iteration(az, os.path.join(out, "trace_alphazero"), 1, s["repeats"])
     log(f"alphazero iteration: {r}")
-    yield figure("alphazero_iteration_seconds", r["iteration_seconds"], "s", config=s["az_config"],
-                 batch_size=az.num_games, simulations_per_second=r["simulations_per_second"],
-                 compile_seconds=r["compile_seconds"], peak_device_memory_bytes=peak_memory_bytes())
-    ppo = load_config(os.path.join(REPO, s["ppo_config"]), ["algorithm=ppo"])
-    p = bench["ppo"](ppo, s["ppo_batch"] or ppo.num_games, s["repeats"])
+    gpu = {k: r[k] for k in ("gpu_utilization", "gpu_memory_gb", "gpu_power_w", "gpu_power_share") if k in r}
+    context = dict(config=s["az_config"], batch_size=az.num_games, **gpu)
+    yield figure("alphazero_iteration_seconds", r["iteration_seconds"], "s", simulations_per_second=r[
+        "simulations_per_second"], peak_device_memory_bytes=peak_memory_bytes(), **context)
+    yield figure("alphazero_games_per_second", r["games_per_second"], "games/s", **context)
+    yield figure("alphazero_compile_seconds", r["compile_seconds"], "s", **context)
+    yield figure("alphazero_ops_per_simulation", r["body_ops"], "ops", loops_inside=r["body_nested_loops"], **context)
+    if "device_busy_share" in r:
+        yield figure("alphazero_device_busy_share", r["device_busy_share"], "share",
+                     kernels_per_simulation=r["kernels_per_simulation"], **context)
+    ppo = load_config(os.path.join(REPO, s["ppo_config"]), ["algorithm=ppo"] + (
+        [f"num_games={s['ppo_batch']}"] if s["ppo_batch"] else []))
+    p = profile_iteration(ppo, os.path.join(out, "trace_ppo"), 1, s["repeats"])
     log(f"ppo iteration: {p}")
-    yield figure("ppo_iteration_seconds", p["iteration_seconds"], "s", config=s["ppo_config"],
-                 batch_size=s["ppo_batch"] or ppo.num_games, compile_seconds=p["compile_seconds"],
-                 peak_device_memory_bytes=peak_memory_bytes())
-    yield figure("ppo_env_steps_per_second", p["steps_per_second"], "steps/s", config=s["ppo_config"],
-                 batch_size=s["ppo_batch"] or ppo.num_games)
+    gpu = {k: p[k] for k in ("gpu_utilization", "gpu_power_w", "gpu_power_share") if k in p}
+    context = dict(config=s["ppo_config"], batch_size=ppo.num_games, **gpu)
+    yield figure("ppo_iteration_seconds", p["iteration_seconds"], "s", compile_seconds=p["compile_seconds"],
+                 peak_device_memory_bytes=peak_memory_bytes(), rollout_step_ops=p["body_ops"], **context)
+    yield figure("ppo_env_steps_per_second", p["env_steps_per_second"], "steps/s",
+                 device_busy_share=p.get("device_busy_share"), **context)
 
 
 def _train_for(s: dict, run_dir: str, log) -> dict:

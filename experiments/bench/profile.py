@@ -58,8 +58,11 @@ def device_timeline(trace_dir: str) -> dict | None:
     return dict(kernels=len(intervals), busy_us=busy + end - start)
 
 
-def profile_iteration(config, trace_dir: str, iterations: int) -> dict:
-    """Compile, warm up and trace ``iterations`` iterations of ``config``; the row."""
+def profile_iteration(config, trace_dir: str, iterations: int, repeats: int = 0) -> dict:
+    """Compile, warm up, time ``repeats`` iterations of ``config`` (the best kept; the
+    GPU's NVML readings over them where there are some), then trace ``iterations``; the row."""
+    from beastybar_jax.training.device_monitor import DeviceMonitor
+
     trainer = make_trainer(config)
     state = jax.block_until_ready(trainer.init(jax.random.key(0)))
     compiled, compile_s = common.compile_seconds(trainer.iteration, state, jax.random.key(1))
@@ -73,6 +76,17 @@ def profile_iteration(config, trace_dir: str, iterations: int) -> dict:
     for i in range(warmup):
         state, metrics = compiled(state, jax.random.key(100 + i))
     jax.block_until_ready(metrics)
+    best, finished, gpu = float("inf"), 0.0, {}
+    monitor = DeviceMonitor.create() if repeats else None
+    for r in range(repeats):
+        start = time.perf_counter()
+        state, metrics = compiled(state, jax.random.key(500 + r))
+        jax.block_until_ready((state, metrics))
+        if time.perf_counter() - start < best:
+            best, finished = time.perf_counter() - start, float(metrics.get("games_finished", 0))
+    if monitor is not None:
+        gpu = monitor.take()
+        monitor.close()
     with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
         start = time.perf_counter()
         for i in range(iterations):
@@ -85,7 +99,12 @@ def profile_iteration(config, trace_dir: str, iterations: int) -> dict:
                loop="simulation" if simulations else "rollout step", loop_trips=loop_trips,
                body_ops=body.total, body_by_opcode=body.by_opcode,
                body_nested_loops=[list(loop) for loop in body.nested_loops],
-               iteration_seconds=wall, compile_seconds=compile_s, simulations=simulations, trace_dir=trace_dir)
+               iteration_seconds=best if repeats else wall, traced_iteration_seconds=wall,
+               compile_seconds=compile_s, simulations=simulations, trace_dir=trace_dir, **gpu)
+    if repeats:
+        row.update(games_per_second=finished / best, simulations_per_second=simulations / best if simulations else None)
+        if config.algorithm != "alphazero":
+            row.update(env_steps_per_second=config.num_games * config.ppo.rollout_length / best)
     if timeline is not None:
         row.update(kernels_per_iteration=timeline["kernels"] / iterations,
                    device_busy_share=timeline["busy_us"] / 1e6 / (wall * iterations),
@@ -98,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     common.check_trainer_configs([base], lambda c: args.config)
     machine = common.machine_info()
     trace_dir = args.trace_dir or os.path.join("bench_results", "profile", base.name)
-    row = profile_iteration(base, trace_dir, args.iterations)
+    row = profile_iteration(base, trace_dir, args.iterations, args.repeats)
     nested = "".join(f" + a loop of {ops} x {trips or 'a data-dependent count'}" for ops, trips in row["body_nested_loops"])
     common.progress(f"{row['loop']} loop body: {row['body_ops']} ops{nested}")
     if "device_busy_share" in row:
@@ -127,6 +146,9 @@ def add_parser(subparsers) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_config_arguments(p, DEFAULT_CONFIG, "--set num_games=1024")
     p.add_argument("--iterations", type=common.int_at_least(1), default=1, help="traced iterations (default 1)")
+    p.add_argument("--repeats", type=common.int_at_least(0), default=0,
+                   help="timed iterations before the traced ones, the best kept, the GPU's NVML readings "
+                        "averaged over them (default 0)")
     p.add_argument("--trace-dir", default=None,
                    help="where the trace goes (default bench_results/profile/<config name>)")
     common.add_common_arguments(p, out="bench_results/profile.json", repeats_help=None, seed=False)
