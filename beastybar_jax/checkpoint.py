@@ -562,7 +562,7 @@ def load_agent(run_dir_or_checkpoint: str | os.PathLike) -> TrainedModel:
 
 
 # ----------------------------------------------------------------------------- exported networks
-# A trained network as two plain files, for shipping inside the package (``Game.networks``,
+# A trained network as two plain files, for shipping inside the package (``Game.agents.networks``,
 # Beasty Bar's ``champion``): ``config.json`` (the run's whole config, so the network is
 # rebuilt exactly and search at play time uses the run's search settings) and
 # ``params.msgpack`` (the parameters in flax's msgpack format). An orbax checkpoint is a
@@ -672,7 +672,7 @@ def warm_start_params(fresh, source: str, game=None):
     them, ``fresh_paths`` lists the paths ``source`` lacks (a part it does not have, such
     as a new layer), kept as they are. ``source``: a run directory, a checkpoint, an
     exported network, or the name of one of ``game``'s shipped networks
-    (``Game.networks``: Beasty Bar's ``champion``). ``fresh`` may be abstract
+    (``Game.agents.networks``: Beasty Bar's ``champion``). ``fresh`` may be abstract
     (``jax.eval_shape``'s), to check a source before anything is initialized. Raises
     :class:`CheckpointError` where it cannot be read, shares no parameter, has a parameter
     of another shape at the same path, or one this network has no place for (networks of

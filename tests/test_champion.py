@@ -20,7 +20,7 @@ from beastybar_jax.games import get_game
 from helpers import experiment, tiny_training
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAMPION_DIR = Path(dict(get_game("beastybar").networks)["champion"])
+CHAMPION_DIR = Path(dict(get_game("beastybar").agents.networks)["champion"])
 
 
 def test_the_champion_files_are_package_data():
@@ -56,13 +56,14 @@ def test_the_champions_two_stages_are_one_run_continued_with_answers():
     first = load_config(ROOT / "configs" / "champion_replies.yaml", ["num_iterations=4000", "decay_steps=128000"])
     second = load_config(ROOT / "configs" / "champion.yaml")
     assert set(config_diff(first, second)) == {"name", "warm_start", "num_iterations", "learning_rate",
-                                                 "decay_steps", "checkpoint_every", "network.answers"}
+                                                 "decay_steps", "checkpoint_every",
+                                                 "network.afterstates.answers"}
     assert second.warm_start == f"{first.resolved_run_dir}/checkpoints/{first.num_iterations}"
     updates = first.alphazero.updates_per_iteration
     assert first.decay_steps == 8000 * updates  # the first half of the 8,000-iteration run
     stopped_at = float(make_schedule(first, 0)(first.num_iterations * updates))
     assert second.learning_rate == pytest.approx(stopped_at, rel=0.01)
-    assert second.network.answers and not first.network.answers
+    assert second.network.afterstates.answers and not first.network.afterstates.answers
 
 
 @pytest.mark.slow

@@ -30,7 +30,7 @@ def test_h100_config_is_a_large_default_network_run_with_the_champions_levers():
     validate(config, num_devices=8)  # splits evenly over up to 8 GPUs
     champion = load_config(CONFIGS / "champion.yaml")
     assert config.network.afterstates and champion.network.afterstates
-    assert config.network.replies == champion.network.replies
+    assert config.network.afterstates.replies == champion.network.afterstates.replies
     assert config.alphazero.exact_value_targets and config.alphazero.exact_policy_targets
     reuse = lambda c: c.alphazero.updates_per_iteration * c.alphazero.batch_size / (c.num_games * c.alphazero.moves_per_iteration)  # noqa: E731
     assert reuse(config) == pytest.approx(reuse(champion))  # SGD samples per new position
@@ -71,9 +71,9 @@ def test_to_dict_from_dict_round_trip():
      "'alphazero.buffer_size' (100) must hold at least one finished game"),
     (["network.torso=cnn"], "network.torso"),
     (["search.algorithm=alphabeta"], "search.algorithm"),
-    (["search.value_scale=.inf"], "search.value_scale must be a finite number"),  # NaN root values, rc 0
-    (["search.gumbel_scale=.nan"], "search.gumbel_scale must be a finite number"),
-    (["search.pb_c_base=0"], "search.pb_c_base must be > 0"),
+    (["search.value_scale=.inf"], "'search.value_scale' must be a finite number"),  # NaN root values, rc 0
+    (["search.gumbel_scale=.nan"], "'search.gumbel_scale' must be a finite number"),
+    (["search.pb_c_base=0"], "'search.pb_c_base' must be a finite number > 0"),
     (["eval_every=2", "eval_opponents=[]"], "would evaluate nothing"),
     (["alphazero.batch_size=0"], "'alphazero.batch_size' must be >= 1"),
     (["game=chess"], "'game' must be one of beastybar"),
@@ -85,9 +85,11 @@ def test_to_dict_from_dict_round_trip():
                                           "it needs exact_value_targets: true"),
     (["alphazero.exact_value_targets=true", "alphazero.exact_policy_weight=0"],
      "'alphazero.exact_policy_weight' must be a finite number > 0"),
-    (["network.replies=true"], "network.replies scores the replies to each move's afterstate: it needs "
-                               "network.afterstates: true"),
-    (["game=tictactoe", "network.afterstates=true", "network.replies=true"], "network.afterstates"),
+    (["network.afterstates={answers: true}"], "'network.afterstates.answers' scores the mover's answers to each "
+                                              "of the opponent's replies: it needs network.afterstates.replies: true"),
+    (["network.replies=true"], "'network.replies' and 'network.answers' are now network.afterstates.replies"),
+    (["game=tictactoe", "network.afterstates={replies: true}"], "network.afterstates"),
+    (["network=null"], "config key 'network' is null"),
 ])
 def test_bad_values_name_the_key(overrides, fragment):
     with pytest.raises(ConfigError) as info:
@@ -221,7 +223,7 @@ def test_search_config_takes_numpy_scalars_as_plain_numbers():
     config = SearchConfig(num_simulations=np.int64(8), gumbel_scale=np.float32(0.5))
     assert (config.num_simulations, config.gumbel_scale) == (8, 0.5)
     assert type(config.num_simulations) is int and type(config.gumbel_scale) is float
-    with pytest.raises(ValueError, match="must be a positive integer"):
+    with pytest.raises(ValueError, match="'search.num_simulations' must be an integer, got True"):
         SearchConfig(num_simulations=np.bool_(True))
 
 

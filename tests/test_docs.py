@@ -364,16 +364,14 @@ GUIDES = ("training", "evaluating", "playing", "adding-a-game", "adding-an-algor
 
 
 def _config_keys(cls, prefix=""):
-    """Dotted names of every field of a config dataclass and of its sections."""
-    import dataclasses
+    """Dotted names of every field of a config model and of its sections."""
+    from pydantic import BaseModel
 
     keys = []
-    for field in dataclasses.fields(cls):
-        section = field.default_factory if field.default_factory is not dataclasses.MISSING else None
-        if isinstance(section, type) and dataclasses.is_dataclass(section):
-            keys += _config_keys(section, f"{prefix}{field.name}.")
-        else:
-            keys.append(prefix + field.name)
+    for name, field in cls.model_fields.items():
+        options = getattr(field.annotation, "__args__", None) or (field.annotation,)
+        section = next((o for o in options if isinstance(o, type) and issubclass(o, BaseModel)), None)
+        keys += _config_keys(section, f"{prefix}{name}.") if section else [prefix + name]
     return keys
 
 

@@ -11,7 +11,6 @@ a CPU backend, less disturbed by other jobs than wall time).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 
 import jax
@@ -61,7 +60,7 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
     fresh parameters. ``mctx``: ``"patched"`` (``mctx_patch``'s search loop, ``unroll``
     steps per loop iteration) or ``"stock"`` (mctx's own)."""
     game = get_game(base_config.game)
-    search_config = dataclasses.replace(base_config.search, num_simulations=num_simulations)
+    search_config = base_config.search.replace(num_simulations=num_simulations)
     key = seed_key(seed)
     states = search_positions(game, batch_size, key)
     if evaluator == "uniform":
