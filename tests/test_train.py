@@ -96,7 +96,7 @@ def test_exact_policy_weight_weighs_the_policy_loss_of_exactly_labelled_position
     log_policy = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
     cross_entropy = -np.sum(np.asarray(batch.policy) * np.where(batch.legal_mask, log_policy, 0.0), axis=-1)
     for weight in (1.0, 4.0):
-        az = config.alphazero.replace(exact_policy_weight=weight)
+        az = config.alphazero.replace(exact_value_targets=True, exact_policy_weight=weight)
         _, metrics = loss_fn(params, network, batch, az, config.network.aux_score_head)
         weights = np.where(np.asarray(batch.exact), weight, 1.0)
         np.testing.assert_allclose(float(metrics["policy_loss"]), np.sum(weights * cross_entropy) / weights.sum(),
