@@ -303,6 +303,17 @@ def check_resume_config(saved: TrainConfig, given: TrainConfig, updates_per_iter
 # ----------------------------------------------------------------------------- the run's checkpoints
 
 
+def finished_steps(run_dir: str | os.PathLike) -> list[int]:
+    """The iterations of the finished checkpoints in ``run_dir`` (orbax names each
+    ``checkpoints/<iteration>`` once it is complete), without opening them."""
+    directory = os.path.join(os.fspath(run_dir), CHECKPOINT_DIR)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return sorted(int(n) for n in names if n.isdigit() and os.path.isdir(os.path.join(directory, n)))
+
+
 class Checkpointer:
     """An orbax ``CheckpointManager`` over ``<run_dir>/checkpoints``, with checksums.
 
@@ -660,7 +671,7 @@ def warm_start_path(source: str, game=None) -> str:
     """Where ``warm_start`` ``source`` lies: one of ``game``'s shipped networks by name, or
     the path itself. Raises :class:`CheckpointError` where nothing is there, so a run can
     refuse a missing source before it writes anything."""
-    path = str(dict(getattr(game, "networks", ()) or ()).get(source, source))
+    path = str(dict(game.agents.networks if game is not None else ()).get(source, source))
     if not os.path.exists(path):
         raise CheckpointError(f"warm_start {source!r}: no such run directory or checkpoint: {os.path.abspath(path)}")
     return path

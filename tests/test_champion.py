@@ -51,7 +51,7 @@ def test_the_champions_two_stages_are_one_run_continued_with_answers():
     ``configs/champion_replies.yaml`` (run with ``decay_steps`` of its 8,000 iterations),
     adds the mover's answers and goes on at the learning rate the first stage stopped at."""
     from beastybar_jax.config import config_diff, load_config
-    from beastybar_jax.training.optimizer import make_schedule
+    from beastybar_jax.learning.optimizer import make_schedule
 
     first = load_config(ROOT / "configs" / "champion_replies.yaml", ["num_iterations=4000", "decay_steps=128000"])
     second = load_config(ROOT / "configs" / "champion.yaml")

@@ -32,9 +32,9 @@ from beastybar_jax.config.alphazero import AlphaZeroConfig
 from beastybar_jax.alphazero.loss import loss_fn
 from beastybar_jax.alphazero.replay import ReplayBuffer
 from beastybar_jax.network import init_params
-from beastybar_jax.training import sharding
-from beastybar_jax.training.algorithm import Algorithm, unmeasured_game_metrics
-from beastybar_jax.training.optimizer import make_schedule
+from beastybar_jax.learning import sharding
+from beastybar_jax.learning.algorithm import Algorithm, unmeasured_game_metrics
+from beastybar_jax.learning.optimizer import make_schedule
 
 LEARNER_METRICS = ("loss", "policy_loss", "value_loss", "aux_loss", "policy_entropy", "grad_norm")
 

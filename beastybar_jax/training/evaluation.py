@@ -29,7 +29,7 @@ from beastybar_jax.agents import AgentSpecError, batch_act, make_agent, network_
 from beastybar_jax.config import ConfigError, TrainConfig
 from beastybar_jax.games.base import Game
 from beastybar_jax.training import distributed
-from beastybar_jax.training.metrics import metric_name
+from beastybar_jax.learning.algorithm import metric_name
 from beastybar_jax.checkpoint import CheckpointError
 from beastybar_jax.seeds import seed_key
 
@@ -115,12 +115,13 @@ def make_evaluator(config: TrainConfig, game: Game, network, opponents: list | N
     return evaluate
 
 
-def evaluation_hook(config: TrainConfig, game: Game):
+def evaluation_hook(config: TrainConfig, game: Game, opponents: list | tuple | None = None):
     """A ``TrainLoop`` hook running ``make_evaluator`` every ``eval_every`` iterations
     and after the last one; returns the scalars to log (``eval_<opponent>_win_rate``,
     ``_score``, ``_margin``; ``eval_endgames_<metric>`` with ``eval_endgames``). The
-    opponents and the yardstick are built (and checked) at once."""
-    opponents = make_opponents(config, game)
+    opponents (unless given, as the pre-flight built them) and the yardstick are built
+    (and checked) at once."""
+    opponents = make_opponents(config, game) if opponents is None else list(opponents)
     yardstick = load_yardstick(config, game)
     evaluate = None
 
