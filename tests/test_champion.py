@@ -92,7 +92,7 @@ def test_champion_specs_and_a_missing_champion(tmp_path):
         make_agent("champion", game=get_game("tictactoe"))
     with pytest.raises(ExportError, match="no exported network"):
         load_exported(tmp_path)
-    # checkpoint:<dir> names an exported network too (load_agent reads it; fit_endgames.py --out).
+    # checkpoint:<dir> names an exported network too (load_agent reads it).
     exported = tmp_path / "exported"
     exported.mkdir()
     for name in ("config.json", "params.msgpack"):

@@ -238,9 +238,7 @@ def test_conformance_tool_on_bad_files(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- issue 21: bad numbers and paths
 
-import belief  # noqa: E402  (experiments/)
-import exploit  # noqa: E402
-import fit_endgames  # noqa: E402
+import exploit  # noqa: E402  (experiments/)
 import make_endgame_suite  # noqa: E402
 import play  # noqa: E402
 
@@ -277,25 +275,11 @@ def _exit_code(main, argv) -> int:
     (evaluate.main, ["--endgames", "--agent", "random", "--by", "depth"], "argument --by: invalid choice"),
     (make_endgame_suite.main, ["--seed", "x"], "argument --seed: expected an integer seed"),
     (make_endgame_suite.main, ["--games", "-3"], "argument --games: must be at least 1"),
-    (fit_endgames.main, ["--init", "scratch", "--rounds", "0"], "argument --rounds: must be at least 1"),
-    (fit_endgames.main, ["--init", "scratch", "--learning-rate", "nan"], "argument --learning-rate: must be a finite"),
-    (fit_endgames.main, ["--init", "scratch", "--learning-rate", "inf"], "argument --learning-rate: must be a finite"),
-    (fit_endgames.main, ["--init", "scratch", "--learning-rate", "0"], "argument --learning-rate: must be greater"),
-    (fit_endgames.main, ["--init", "scratch", "--win-weight", "0"], "argument --win-weight: must be greater"),
-    (fit_endgames.main, ["--init", "scratch", "--win-weight", "nan"], "argument --win-weight: must be a finite"),
-    (fit_endgames.main, ["--init", "scratch", "--set", "learning_rate=5"], "--set takes network.* keys only"),
     (make_endgame_suite.main, ["--label", "x"], "--label names the --network's pairings"),
-    (fit_endgames.main, ["--init", "champion", "--set", "network.width=64"], "use it with --init scratch"),
     (benchmark.main, ["search", "--repeats", "0"], "argument --repeats: must be at least 1"),
     (benchmark.main, ["ppo", "--repeats", "-1"], "argument --repeats: must be at least 1"),
     (benchmark.main, ["env", "--seed", "1e3"], "argument --seed: expected an integer seed"),
     (train.main, ["--config", TINY, "--num-processes", "0"], "argument --num-processes: must be at least 1"),
-    (belief.main, ["--games", "1"], "argument --games: must be at least 2"),
-    (belief.main, ["--particles", "0"], "argument --particles: must be at least 1"),
-    (belief.main, ["--epsilon", "nan"], "argument --epsilon: must be a finite"),
-    (belief.main, ["--epsilon", "1.5"], "argument --epsilon: must be at most 1"),
-    (belief.main, ["--opponents", " , "], "--opponents needs at least one agent name"),
-    (belief.main, ["--models", "network,uniform"], "--models 'network,uniform': name each of network, opponent"),
 ])
 def test_every_numeric_argument_is_checked_in_one_line(main, argv, expected, capsys):
     """Issue 21 point 2: every numeric argument is finite and in range, or one line and
@@ -315,63 +299,6 @@ def test_make_endgame_suite_checks_its_agents_and_out_before_the_games(tmp_path,
                            (["--out", str(a_file / "s.npz")], "--out")):
         assert make_endgame_suite.main(["--games", "2", *argv]) == 2
         assert expected in one_line(capsys.readouterr().err)
-
-
-def test_fit_endgames_init_names_a_network_it_can_read(tmp_path, capsys):
-    """``fit_endgames.py --init DIR`` fine-tunes the network in DIR: a path holding none is
-    one line and exit code 2, and ``--set`` (which rebuilds the network) goes with scratch only."""
-    assert _exit_code(fit_endgames.main, ["--init", str(tmp_path / "no_run")]) == 2
-    assert "--init" in (message := one_line(capsys.readouterr().err)) and "no such run directory" in message
-    assert _exit_code(fit_endgames.main, ["--init", str(tmp_path), "--set", "network.width=64"]) == 2
-    assert "use it with --init scratch" in one_line(capsys.readouterr().err)
-    # A network of another game: an untrained tic-tac-toe one, exported as fit_endgames --out writes.
-    import jax
-    from beastybar_jax.checkpoint import TrainedModel, save_exported
-    from beastybar_jax.config import load_config
-    from beastybar_jax.games import get_game
-    from beastybar_jax.network import init_params, make_network
-    from helpers import REPO_ROOT
-    config = load_config(REPO_ROOT / "configs" / "tictactoe.yaml")
-    game = get_game(config.game)
-    network = make_network(config.network, game)
-    params = init_params(network, jax.random.key(0), game.observation_size)
-    model = TrainedModel(network=network, params=params, config=config, iteration=0, path="", game=game)
-    exported = save_exported(model, tmp_path / "tictactoe")
-    assert _exit_code(fit_endgames.main, ["--init", exported]) == 2
-    assert "is a tictactoe network" in one_line(capsys.readouterr().err)
-
-
-def test_fit_endgames_trains_on_a_round_smaller_than_a_batch(tmp_path, monkeypatch, capsys):
-    """A round with fewer solved positions than ``--batch-size`` is one batch of its own
-    (it ended in an UnboundLocalError after the round's work), a round with none is said
-    and skipped, and ``--out`` is checked before any work (it failed after all of it)."""
-    import jax
-    import numpy as np
-
-    from beastybar_jax.games import get_game
-
-    a_file = tmp_path / "a_file"
-    a_file.write_text("x")
-    monkeypatch.setattr(fit_endgames, "solved_decisions", lambda *a: pytest.fail("worked before checking --out"))
-    assert _exit_code(fit_endgames.main, ["--init", "scratch", "--out", str(a_file / "net")]) == 2
-    assert "--out" in one_line(capsys.readouterr().err)
-
-    game = get_game("beastybar")
-    sizes = iter([5, 0])
-
-    def few_positions(pairings, num_games, key):  # instead of playing and solving games
-        n = next(sizes)
-        states = jax.device_get(jax.vmap(game.init)(jax.random.split(key, n)))
-        legal = np.asarray(jax.vmap(game.legal_action_mask)(states))
-        return states, legal, legal, np.zeros(n, np.float32)
-
-    monkeypatch.setattr(fit_endgames, "solved_decisions", few_positions)
-    argv = ["--init", "scratch", "--set", "network.width=8", "--rounds", "2", "--out", str(tmp_path / "net")]
-    assert fit_endgames.main(argv + [x for key in ("afterstates", "replies", "answers")
-                                     for x in ("--set", f"network.{key}=false")]) == 0
-    out = capsys.readouterr().out
-    assert "round 1: 5 fresh positions" in out and "1 steps" in out
-    assert "round 2: no solvable position with a decision" in out and (tmp_path / "net").is_dir()
 
 
 def test_a_match_takes_one_agent_and_says_where_lists_go(capsys):

@@ -159,62 +159,6 @@ def test_evaluate_commands_run(where, command, trained_run, tmp_path, capsys, mo
                    for r in results), results
 
 
-@pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/value_of_information.py" in c[1]])
-def test_value_of_information_commands_run(where, command, trained_run, capsys, monkeypatch):
-    """The agent of every sight (fair, seeing half the hand, the hand, all cards) is built
-    and meets every opponent; the matches are stubbed as above."""
-    evaluate = experiment("evaluate")  # the sibling module the script plays and prints with
-    voi = experiment("value_of_information")
-
-    played = []
-    monkeypatch.setattr(evaluate, "play_match", stub_match(played))
-    argv = with_trained_runs(argv_of(command, "experiments/value_of_information.py"), trained_run)
-    assert voi.main(argv + ["--games", "4", "--plain"]) == 0, capsys.readouterr().err
-    out = capsys.readouterr().out
-    agent = argv[argv.index("--agent") + 1]
-    opponents = argv[argv.index("--opponents") + 1].split(",")
-    sights = voi.parse_args(argv).sights
-    seen = {"fair": "", "half": " seeing half the hand", "hand": " seeing the hand", "all": " seeing all cards"}
-    names = [agent + seen[s] for s in sights]
-    assert played == [(name, o) for name in names for o in opponents]
-    assert all(name in out for name in names) and "entered won" in out
-
-
-@pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/belief.py" in c[1]])
-def test_belief_commands_run(where, command, trained_run, capsys, monkeypatch):
-    """The observer (a network) and every opponent are built and measured; the games are
-    stubbed (tests/test_belief.py plays them for real)."""
-    import numpy as np
-
-    diagnostic = experiment("belief")
-    measured = []
-
-    def measure(observer, opponent, game, games, key, *, particles, epsilon, models):
-        measured.append((observer.name, opponent.name))
-        scores = {"held": np.array([2.0, 3.0]), "hand": np.array([4.0, 4.0]), "log_lik": np.array([-5.0, -3.0])}
-        return {**{model: scores for model in ("uniform", *models, "half")}, "turn": np.array([1, 9])}
-
-    monkeypatch.setattr(diagnostic, "measure", measure)
-    argv = with_trained_runs(argv_of(command, "experiments/belief.py"), trained_run)
-    assert diagnostic.main(argv + ["--games", "4", "--plain"]) == 0, capsys.readouterr().err
-    opponents = argv[argv.index("--opponents") + 1].split(",")
-    assert [o for _, o in measured] == opponents
-    out = capsys.readouterr().out
-    models = ("uniform", *diagnostic.parse_args(argv).models, "half")
-    assert all(f"{o}  {m}" in out for o in opponents for m in models), out
-
-
-@pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/fit_endgames.py" in c[1]])
-def test_endgame_fit_commands_validate(where, command, trained_run, capsys):
-    """``--dry-run``: the network named by ``--init`` loads and the ``--set``s make a valid
-    network (the champion's config takes answers, so turning replies off must turn them off too)."""
-    fit = experiment("fit_endgames")
-
-    argv = with_trained_runs(argv_of(command, "experiments/fit_endgames.py"), trained_run)
-    assert fit.main(argv + ["--dry-run"]) == 0, capsys.readouterr().err
-    assert "config ok" in capsys.readouterr().out
-
-
 @pytest.mark.parametrize("where,command", [c for c in COMMANDS if "experiments/play.py" in c[1]])
 def test_play_commands_run(where, command, trained_run):
     play = experiment("play")
