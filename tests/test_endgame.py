@@ -98,8 +98,7 @@ def test_the_endgames_come_from_real_games(endgames, truth):
 
 def test_real_decisions_and_the_moves_that_keep_the_result(solutions, truth):
     """``positions.real_decisions``: what the suite keeps (the legal moves' exact margins
-    differ) and the moves whose exact result
-    is the position's), against the whole game tree."""
+    differ) and the moves whose exact result is the position's, against the whole game tree."""
     decision, keeps = positions.real_decisions(solutions["margins"])
     distinct_margins = [len(set(m[legal])) for m, legal in zip(truth.action_margin, truth.legal)]
     np.testing.assert_array_equal(decision, np.array(distinct_margins) > 1)
