@@ -304,6 +304,36 @@ def test_readme_python_snippet_runs(trained_run):
     assert namespace["agent"].name == "network"
 
 
+def test_the_smallest_game_of_adding_a_game_plays_everywhere():
+    """The guide's Nim, as written: the shared step protocol holds for it (an illegal move
+    loses for the mover, a finished game stays), search beats a random player at it in the
+    arena with no illegal move, and a network takes it."""
+    import jax
+    import numpy as np
+
+    from beastybar_jax.agents import make_agent
+    from beastybar_jax.arena import play_match
+    from beastybar_jax.network import NetworkConfig, init_params, make_network
+
+    guide = (REPO / "docs" / "adding-a-game.md").read_text()
+    namespace: dict = {}
+    exec(re.search(r"```python\n(.*?)```", guide, re.S).group(1), namespace)
+    nim = namespace["NIM"]
+    state = nim.init(jax.random.key(0))
+    taken = nim.step(state, 2)  # three stones
+    assert int(taken.stones) == 7 and int(taken.current_player) == 1
+    forfeited = nim.step(taken.replace(stones=np.int32(1)), 2)  # three of one stone: illegal, P1 loses
+    assert bool(forfeited.terminated) and forfeited.rewards.tolist() == [1.0, -1.0]
+    assert nim.step(forfeited, 0).rewards.tolist() == [1.0, -1.0]  # a finished game stays
+    result = play_match(make_agent("mcts-32", game=nim), make_agent("random", game=nim), 8, jax.random.key(1),
+                        game=nim)
+    assert result.illegal_moves == 0 and result.wins > result.losses
+    network = make_network(NetworkConfig(width=8, depth=1), nim)
+    params = init_params(network, jax.random.key(2), nim.observation_size)
+    assert network.apply(params, jax.vmap(nim.observe, (0, None))(jax.tree.map(lambda x: x[None], state), 0)
+                         ).policy_logits.shape == (1, nim.num_actions)
+
+
 GUIDES = ("training", "evaluating", "playing", "adding-a-game", "adding-an-algorithm", "architecture",
           "performance", "strength", "rules")
 
