@@ -36,8 +36,8 @@ def fake_result(agent: str, opponent: str) -> MatchResult:
 
 
 def test_train_config_errors(tmp_path, capsys):
-    """Row 10: a directory or a binary file as --config, and a seed >= 2**63 (also with
-    --dry-run, which compiles nothing)."""
+    """A directory or a binary file as ``--config``, and a seed >= 2**63 (also with
+    ``--dry-run``, which compiles nothing): one line and exit code 2."""
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(bytes(range(256)) * 4)
     for argv, expected in ((["--config", str(tmp_path)], "is a directory"),
@@ -52,8 +52,8 @@ def test_train_config_errors(tmp_path, capsys):
 
 
 def test_evaluate_checks_the_json_path_before_playing(tmp_path, monkeypatch, capsys):
-    """Row 10: an unwritable --json (a directory; a path below a file) is an error
-    before the first game."""
+    """An unwritable ``--json`` (a directory; a path below a file) is an error before the
+    first game."""
     monkeypatch.setattr(evaluate, "play_match", lambda *a, **k: pytest.fail("played before checking --json"))
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
@@ -63,8 +63,8 @@ def test_evaluate_checks_the_json_path_before_playing(tmp_path, monkeypatch, cap
 
 
 def test_ctrl_c_in_evaluate_keeps_and_prints_the_finished_pairings(tmp_path, monkeypatch, capsys):
-    """Row 10: Ctrl-C during the second pairing: the first one is printed and written
-    (marked interrupted), exit code 130."""
+    """Ctrl-C during the second pairing: the first one is printed and written (marked
+    interrupted), exit code 130."""
     def play_match(agent, opponent, num_deals, key, game=None, record_entry=False):
         if opponent.name == "heuristic":
             raise KeyboardInterrupt
@@ -106,7 +106,7 @@ def test_ctrl_c_in_evaluate_endgames_keeps_and_prints_the_agents_scored(tmp_path
 
 
 def test_evaluate_tables_are_not_cut_when_piped():
-    """Row 12: a long agent spec stays whole in the rich table written to a pipe or file."""
+    """A long agent spec stays whole in the rich table written to a pipe or file."""
     spec = "checkpoint:/a/rather/long/path/to/some/training/run/of/the/quick/config@sims=64"
     out = io.StringIO()  # not a terminal, like a pipe
     evaluate.print_tables([fake_result(spec, "outcome_heuristic")], [], plain=False, out=out)
@@ -141,8 +141,7 @@ def test_evaluate_tables_are_not_cut_when_piped():
     (["matches", "--deals", "0"], "argument --deals: must be at least 1, got 0"),
 ])
 def test_benchmark_argument_errors_leave_the_results_alone(argv, expected, tmp_path, capsys):
-    """Rows 10 and 11: one line, exit code 2, and the results file is not touched
-    (``--repeats 0`` used to write rows of 0 steps/s over it)."""
+    """A bad argument is one line and exit code 2, and the results file is not touched."""
     out = tmp_path / "env.json"
     out.write_text('{"kept": true}')
     with pytest.raises(SystemExit) as exit_info:
@@ -217,8 +216,8 @@ def test_benchmark_never_times_zero_repeats():
 
 
 def test_conformance_tool_on_bad_files(tmp_path, capsys):
-    """Row 10: missing, a directory, binary, not gzip, not JSON, not a trace: one line
-    naming the file, exit code 2."""
+    """A trace file that is missing, a directory, binary, not gzip, not JSON or not a
+    trace: one line naming the file, exit code 2."""
     from beastybar_jax.games.beastybar import conformance
 
     binary = tmp_path / "binary.jsonl"
@@ -236,7 +235,7 @@ def test_conformance_tool_on_bad_files(tmp_path, capsys):
         assert line.startswith("error: ") and str(path) in line
 
 
-# ----------------------------------------------------------------------------- issue 21: bad numbers and paths
+# ----------------------------------------------------------------------------- bad numbers and paths
 
 import exploit  # noqa: E402  (experiments/)
 import make_endgame_suite  # noqa: E402
@@ -251,7 +250,7 @@ def _exit_code(main, argv) -> int:
 
 
 @pytest.mark.parametrize("main, argv, expected", [
-    (exploit.main, ["--minutes", "nan"], "argument --minutes: must be a finite number"),  # row 12: 0 iterations, rc 0
+    (exploit.main, ["--minutes", "nan"], "argument --minutes: must be a finite number"),
     (exploit.main, ["--minutes", "inf"], "argument --minutes: must be a finite number"),
     (exploit.main, ["--minutes", "0"], "argument --minutes: must be greater than 0"),
     (exploit.main, ["--deals", "0"], "argument --deals: must be at least 1"),
@@ -264,7 +263,7 @@ def _exit_code(main, argv) -> int:
     (evaluate.main, ["--agent", "random", "--games", "0"], "argument --games: must be at least 1"),
     (evaluate.main, ["--agent", "random", "--games", "99999999999"], "argument --games: must be at most"),
     (evaluate.main, ["--agent", "random", "--seed", "99999999999999999999999"], "argument --seed: a seed must be"),
-    (play.main, ["--seed", "99999999999999999999999"], "argument --seed: a deal seed must be"),  # row 13: a traceback
+    (play.main, ["--seed", "99999999999999999999999"], "argument --seed: a deal seed must be"),
     # options a command would ignore, or a list it would read wrong
     (evaluate.main, ["--round-robin", "random,heuristic", "--opponents", "random"], "no --agent or --opponents with"),
     (evaluate.main, ["--endgames", "--agent", "random", "--opponents", "heuristic"], "--opponents applies to matches"),
@@ -282,8 +281,8 @@ def _exit_code(main, argv) -> int:
     (train.main, ["--config", TINY, "--num-processes", "0"], "argument --num-processes: must be at least 1"),
 ])
 def test_every_numeric_argument_is_checked_in_one_line(main, argv, expected, capsys):
-    """Issue 21 point 2: every numeric argument is finite and in range, or one line and
-    exit code 2 before any work."""
+    """Every numeric argument is finite and in range, or one line and exit code 2 before
+    any work."""
     assert _exit_code(main, argv) == 2
     assert expected in one_line(capsys.readouterr().err)
 
@@ -310,7 +309,9 @@ def test_a_match_takes_one_agent_and_says_where_lists_go(capsys):
 
 
 def test_agent_options_have_bounds(capsys):
-    """Issue 21 row 13: mcts-99999999999 was a 65-line int32 traceback."""
+    """An agent option beyond its bound (``mcts-99999999999``, ``@worlds=100001``,
+    ``@playouts=0``) is an ``AgentSpecError`` naming the bound; on a command line, one line
+    and exit code 2."""
     from beastybar_jax.agents import AgentSpecError, make_agent
 
     for spec in ("mcts-99999999999", "mcts-8@worlds=100001", "mcts-8@playouts=0"):
@@ -321,9 +322,8 @@ def test_agent_options_have_bounds(capsys):
 
 
 def test_output_paths_are_checked_before_any_work(tmp_path, monkeypatch, capsys):
-    """Issue 21 row 11 and point 2: exploit.py's --json and --save, benchmark.py's --out:
-    an unwritable place is one line and exit code 2 before training (the JSON used to be
-    lost after the whole training and match)."""
+    """exploit.py's --json and --save, benchmark.py's --out: an unwritable place is one
+    line and exit code 2 before any training, so no result is lost at the end."""
     monkeypatch.setattr(exploit, "exploiter_config", lambda *a, **k: pytest.fail("worked before checking outputs"))
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
@@ -340,7 +340,8 @@ def test_output_paths_are_checked_before_any_work(tmp_path, monkeypatch, capsys)
 
 
 def test_dry_run_builds_the_ppo_opponents(capsys):
-    """Issue 21 row 8: `--dry-run --set ppo.opponent=godzilla` said `config ok`."""
+    """``--dry-run`` builds PPO's registry opponents as the run does: an unknown
+    ``ppo.opponent`` is one line naming the key and exit code 2, a known one passes."""
     ppo = str(tiny_training.REPO_ROOT / "configs" / "ppo_quick.yaml")
     assert train.main(["--config", ppo, "--dry-run", "--set", "ppo.opponent=godzilla"]) == 2
     assert "ppo.opponent" in one_line(capsys.readouterr().err)
@@ -348,9 +349,9 @@ def test_dry_run_builds_the_ppo_opponents(capsys):
 
 
 def test_dry_run_reads_the_warm_start(tmp_path, capsys):
-    """`--dry-run` said `config ok` for a warm start the run refused. A source that is not
-    there yet is a note (an earlier stage may write it: configs/champion.yaml); one that is
-    there but unreadable, or does not fit the network, is an error."""
+    """``--dry-run`` reads the warm start as the run does. A source that is not there yet
+    is a note (an earlier stage may write it: configs/champion.yaml); one that is there but
+    unreadable, or does not fit the network, is an error."""
     missing = str(tmp_path / "nonexistent")
     assert train.main(["--config", TINY, "--dry-run", "--set", f"warm_start={missing}"]) == 0
     assert "note: warm_start" in (message := capsys.readouterr().err) and "refuses to start until it is there" in message
@@ -364,8 +365,8 @@ def test_dry_run_reads_the_warm_start(tmp_path, capsys):
 
 
 def test_run_names_outside_runs_are_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):
-    """Issue 21 row 7: `--set name=..` wrote checkpoints, metrics and the lock into the
-    repository root."""
+    """A run name that would put the run outside ``runs/`` (``--set name=..``) is one line
+    and exit code 2, with nothing written."""
     monkeypatch.chdir(tmp_path)
     assert train.main(["--config", TINY, "--set", "name=.."]) == 2
     assert "config key 'name'" in one_line(capsys.readouterr().err)
@@ -373,7 +374,7 @@ def test_run_names_outside_runs_are_refused_before_anything_is_written(tmp_path,
 
 
 def test_endgame_tables_are_not_cut_when_piped():
-    """Issue 21 row 6: `evaluate.py --endgames ... > file` cut the table to 80 columns."""
+    """``evaluate.py --endgames ... > file`` writes the table whole, wider than 80 columns."""
     from beastybar_jax.games.beastybar.endgame.suite import EndgameScore
 
     names = ["checkpoint:/a/rather/long/path/to/a/run/number/one", "checkpoint:/a/rather/long/path/to/a/run/number/two"]
@@ -409,7 +410,7 @@ def test_curves_refuses_labels_plots_and_opponents_it_would_get_wrong(tmp_path, 
 
 
 def test_curves_names_a_file_that_is_not_text(tmp_path, capsys):
-    """Issue 21 row 18: a non-UTF-8 metrics.jsonl: one line that names the file."""
+    """A metrics.jsonl that is not UTF-8 text: one line that names the file."""
     import curves
 
     (tmp_path / "metrics.jsonl").write_bytes(b'{"iteration": 1}\n\xff\xfe\x00garbage\n')

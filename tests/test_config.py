@@ -143,9 +143,9 @@ def test_config_files_that_are_not_yaml_text_are_config_errors(tmp_path):
 
 
 def test_config_files_that_would_be_misread_are_errors(tmp_path):
-    """Issue 21 rows 5, 14, 16: an empty file (it started a default run of hours), a key
-    given twice (the last one won), an alias bomb (it hung), keys of the algorithm the
-    run does not use (ignored without a word)."""
+    """What a config file would have misread is an error: an empty file (not a default
+    run), a key given twice, aliases that expand past a bound, keys of the algorithm the
+    run does not use."""
     cases = {
         "empty.yaml": ("# nothing yet\n", "is empty"),
         "twice.yaml": ("num_games: 8\nseed: 1\nnum_games: 16\n", "key 'num_games' is given twice (lines 1 and 3)"),
@@ -175,10 +175,10 @@ def test_config_files_that_would_be_misread_are_errors(tmp_path):
 
 
 @pytest.mark.parametrize("override, fragment", [
-    ("name=..", "config key 'name'"),  # runs/.. is the repository itself (issue 21 row 7)
+    ("name=..", "config key 'name'"),  # runs/.. is the repository itself
     ("name=.", "config key 'name'"),
     ("name=a,b", "config key 'name'"),
-    ("run_dir=/tmp/runs/a,b", "config key 'run_dir' must not contain ','"),  # no agent spec could name it (row 15)
+    ("run_dir=/tmp/runs/a,b", "config key 'run_dir' must not contain ','"),  # no agent spec could name it
 ])
 def test_run_names_that_would_misplace_the_run(override, fragment):
     with pytest.raises(ConfigError, match=fragment):
@@ -214,8 +214,8 @@ def test_a_home_directory_in_run_dir_is_expanded(monkeypatch, tmp_path):
 
 
 def test_search_config_takes_numpy_scalars_as_plain_numbers():
-    """``SearchConfig(num_simulations=np.int64(8))`` was refused ("must be a positive
-    integer, got np.int64(8)"); it is kept as a plain int, so configs still serialize."""
+    """``SearchConfig(num_simulations=np.int64(8))`` keeps the plain int 8 (a numpy scalar
+    is the number it holds, so configs serialize); a numpy bool is no integer."""
     import numpy as np
 
     from beastybar_jax.config import SearchConfig

@@ -419,8 +419,8 @@ def test_every_measured_table_says_machine_date_and_command(page):
 
 
 def test_the_repository_stands_alone():
-    """Issue 18, item 4: the conformance corpus is in tests/data/ and nothing in the
-    repository reads from outside it (the ``../shared`` directory beside a checkout)."""
+    """The conformance corpus is in tests/data/ and nothing in the repository reads from
+    outside it (the ``../shared`` directory beside a checkout)."""
     assert (REPO / "tests" / "data" / "reference_random_games.jsonl.gz").is_file()
     outside = re.compile(r"\.\./shared|parent\s*/\s*[\"']shared")
     readers = [str(path.relative_to(REPO)) for pattern in ("*.py", "*.md", "*.yaml", "*.toml", "run")
@@ -432,8 +432,8 @@ def test_the_repository_stands_alone():
 
 
 def test_pyproject_license_is_an_spdx_expression():
-    """Issue 14, row 16: ``license = { text = ... }`` is deprecated by setuptools (builds
-    warn, and stop working after 2027-02-18); an SPDX string needs setuptools >= 77."""
+    """``license`` is an SPDX expression, which needs setuptools >= 77 (the older
+    ``{ text = ... }`` table makes builds warn and stops working after 2027-02-18)."""
     import tomllib
 
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())

@@ -1,5 +1,5 @@
-"""Row 15 of issue 14: what a game does with action and player ids it cannot take, for
-both games (the conventions of the ``Game`` interface, docs/adding-a-game.md).
+"""What a game does with action and player ids it cannot take, for both games (the step
+protocol every game shares, ``games/base.py``, and the conventions of docs/adding-a-game.md).
 
 - ``step``: an id outside ``0..A-1`` is an illegal action (the mover forfeits),
   whatever its integer width: an ``int64`` 2**32 + 8 is not action 8. A non-integer

@@ -157,8 +157,8 @@ def test_beastybar_by_clicks_a_card_then_its_target(browser, server):
 
 def test_a_new_game_takes_over_while_the_agent_compiles(browser, server, monkeypatch):
     """A game whose agent is still compiling (held back here) keeps the page polling;
-    asking for another game meanwhile replaces it at once (the click used to be dropped
-    until the compile ended), and the old game's answers are not drawn any more."""
+    asking for another game meanwhile replaces it at once, and the old game's answers are
+    not drawn any more."""
     from beastybar_jax.web.engine import AgentPool
 
     gate = threading.Event()
