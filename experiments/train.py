@@ -114,13 +114,14 @@ def _main(args) -> int:
 
         from beastybar_jax.games import get_game
         from beastybar_jax.training.preflight import preflight
+        from beastybar_jax.training.rundir import RunDirError
 
         try:
             checked = preflight(config, get_game(config.game), resume=args.resume, dry_run=True)
         except ConfigError as e:
             print(f"config error: {e}", file=sys.stderr)
             return 2
-        except CheckpointError as e:
+        except (CheckpointError, RunDirError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         print(json.dumps(config.to_dict(), indent=2))

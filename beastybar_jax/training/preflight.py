@@ -11,7 +11,8 @@ What it checks, each failure one line naming the key (or the path) and the fix:
   host's, else :data:`HOST_MEMORY_CAP`;
 - the opponents: ``eval_opponents`` and the algorithm's own (``Algorithm.check``: PPO's
   registry opponents) exist and load;
-- the run directory: with ``--resume`` it holds a finished checkpoint, without it none;
+- the run directory: no other training holds it; with ``--resume`` it holds a finished
+  checkpoint, without it none;
 - ``warm_start``: the source is there and fits the network (a dry run notes a source that
   is not there yet, which an earlier stage may write).
 """
@@ -31,6 +32,7 @@ from beastybar_jax.games import Game
 from beastybar_jax.network import init_params, make_network
 from beastybar_jax.search.device_loop import tree_bytes
 from beastybar_jax.training.evaluation import make_opponents
+from beastybar_jax.training.rundir import check_not_in_use
 
 HOST_MEMORY_CAP = 16 * 2**30
 """Bytes the search trees may take where neither JAX nor the operating system says how much
@@ -55,8 +57,8 @@ class Preflight:
 def preflight(config: TrainConfig, game: Game, *, resume: bool = False, num_devices: int | None = None,
               dry_run: bool = False) -> Preflight:
     """Run the checks of the module docstring for ``config`` on ``num_devices`` devices
-    (default: all of them). Raises ``ConfigError`` or ``CheckpointError`` (one line);
-    writes, initializes and compiles nothing."""
+    (default: all of them). Raises ``ConfigError``, ``CheckpointError`` or ``RunDirError``
+    (one line); writes, initializes and compiles nothing."""
     num_devices = jax.device_count() if num_devices is None else num_devices
     validate(config, num_devices=num_devices, game=game)
     check_search_memory(config, game, num_devices)
@@ -119,8 +121,10 @@ def check_search_memory(config: TrainConfig, game: Game, num_devices: int = 1, m
 
 
 def check_run_dir(run_dir: str, resume: bool) -> None:
-    """Raise :class:`CheckpointError` where ``--resume`` finds no finished checkpoint in
-    ``run_dir``, or a new run would start in one that holds checkpoints."""
+    """Raise :class:`~beastybar_jax.training.rundir.RunLockedError` where another training
+    holds ``run_dir``, :class:`CheckpointError` where ``--resume`` finds no finished
+    checkpoint there, or a new run would start in one that holds checkpoints."""
+    check_not_in_use(run_dir)
     steps = finished_steps(run_dir)
     if resume and not steps:
         what = "does not exist" if not os.path.exists(run_dir) else (
