@@ -79,19 +79,22 @@ class NetworkConfig(ConfigModel):
     @model_validator(mode="before")
     @classmethod
     def _flat_afterstate_keys(cls, data):
-        """Runs saved before 0.3 (their ``config.json``, the shipped champion's) wrote the
-        scorer's keys flat: ``afterstates: true, afterstate_width: 32, replies, answers``."""
-        if not isinstance(data, dict) or not {"afterstate_width", "replies", "answers"} & set(data):
+        """The 0.2 form of the scorer's keys, flat in ``network:`` (``afterstates: true,
+        afterstate_width: 32, replies, answers``), as saved runs (their ``config.json``, the
+        shipped champion's) and ``--set network.replies=false`` write them: merged into
+        ``afterstates``."""
+        names = {"afterstate_width": "width", "replies": "replies", "answers": "answers"}
+        if not isinstance(data, dict) or not set(names) & set(data):
             return data
         data = dict(data)
-        flat = {"width": data.pop("afterstate_width", 32), "replies": data.pop("replies", False),
-                "answers": data.pop("answers", False)}
-        if data.get("afterstates") is True:
-            data["afterstates"] = flat
-        elif flat["replies"] or flat["answers"]:
-            raise ConfigError("config keys 'network.replies' and 'network.answers' are now "
-                              "network.afterstates.replies and .answers: write network.afterstates: "
-                              "{replies: true}", key="network.replies")
+        given = {names[k]: data.pop(k) for k in list(data) if k in names}
+        afterstates = data.get("afterstates")
+        if afterstates is True or isinstance(afterstates, dict):
+            data["afterstates"] = {**(afterstates if isinstance(afterstates, dict) else {}), **given}
+        elif given.get("replies") or given.get("answers"):
+            raise ConfigError("config key 'network.replies' (or 'network.answers') scores the replies to each move's "
+                              "afterstate: it needs network.afterstates, e.g. network.afterstates: {replies: true}",
+                              key="network.replies")
         return data
 
     @field_validator("afterstates", mode="before")

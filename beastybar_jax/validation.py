@@ -163,10 +163,15 @@ def _one_line(cls: type[ConfigModel], error: ValidationError) -> ConfigError:
     field = model.model_fields.get(loc[-1]) if loc else None
     hint = f" ({field.description})" if field is not None and field.description else ""
     if kind in _BOUNDS:
-        bound = next(iter(context.values()))
-        finite = field is not None and any(getattr(m, "allow_inf_nan", True) is False for m in field.metadata)
-        number = "a finite number " if finite else ""
-        return ConfigError(f"config key {key!r} must be {number}{_BOUNDS[kind]} {bound}{hint}, got {value!r}", key=key)
+        metadata = field.metadata if field is not None else []
+        bounds = {name: getattr(m, name) for m in metadata for name in ("ge", "gt", "le", "lt") if hasattr(m, name)}
+        number = "a finite number " if any(getattr(m, "allow_inf_nan", True) is False for m in metadata) else ""
+        if len(bounds) == 2:  # an interval
+            (low, lo), (high, hi) = sorted(bounds.items(), key=lambda b: b[0] not in ("ge", "gt"))
+            what = f"in {'[' if low == 'ge' else '('}{lo}, {hi}{']' if high == 'le' else ')'}"
+        else:
+            what = f"{_BOUNDS[kind]} {next(iter(context.values()))}"
+        return ConfigError(f"config key {key!r} must be {number}{what}{hint}, got {value!r}", key=key)
     if kind == "literal_error":
         options = typing.get_args(field.annotation) if field is not None else ()
         listed = ", ".join(map(str, options)) if options else context.get("expected")

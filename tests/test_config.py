@@ -87,7 +87,8 @@ def test_to_dict_from_dict_round_trip():
      "'alphazero.exact_policy_weight' must be a finite number > 0"),
     (["network.afterstates={answers: true}"], "'network.afterstates.answers' scores the mover's answers to each "
                                               "of the opponent's replies: it needs network.afterstates.replies: true"),
-    (["network.replies=true"], "'network.replies' and 'network.answers' are now network.afterstates.replies"),
+    (["network.replies=true"], "'network.replies' (or 'network.answers') scores the replies to each move's "
+                               "afterstate: it needs network.afterstates"),
     (["game=tictactoe", "network.afterstates={replies: true}"], "network.afterstates"),
     (["network=null"], "config key 'network' is null"),
 ])
