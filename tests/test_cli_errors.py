@@ -348,6 +348,34 @@ def test_dry_run_builds_the_ppo_opponents(capsys):
     assert train.main(["--config", ppo, "--dry-run", "--set", "ppo.opponent=heuristic"]) == 0
 
 
+def test_a_search_that_cannot_fit_in_memory_is_refused_by_the_run_and_its_dry_run(tmp_path, capsys):
+    """The search trees of one move (games x worlds x simulations + 1 nodes,
+    ``search.device_loop.tree_bytes``) must fit in the device's memory: 10^8 simulations
+    are one line naming the key and exit code 2, in the dry run and in the run itself
+    (one pre-flight), before anything is written; a section set to null is refused too."""
+    from beastybar_jax.config import ConfigError
+    from beastybar_jax.games import get_game
+    from beastybar_jax.training.loop import TrainLoop
+    from beastybar_jax.training.preflight import check_search_memory
+
+    huge = ["--set", "search.num_simulations=100000000", "--set", f"run_dir={tmp_path / 'run'}"]
+    for extra in (["--dry-run"], []):
+        assert train.main(["--config", TINY, *huge, *extra]) == 2
+        line = one_line(capsys.readouterr().err)
+        assert "'search.num_simulations' (100,000,000)" in line and "GiB" in line, line
+    assert not (tmp_path / "run").exists()
+    config = tiny_training.tiny_config(tmp_path / "run", "search.num_simulations=100000000")
+    with pytest.raises(ConfigError, match="search.num_simulations"):
+        TrainLoop(config, console=False)
+    game = get_game("beastybar")
+    check_search_memory(tiny_training.tiny_config(tmp_path), game, memory=2**30)  # 8 games x 5 nodes: bytes
+    with pytest.raises(ConfigError, match="eval_simulations.*lower eval_simulations or eval_games"):
+        check_search_memory(tiny_training.tiny_config(tmp_path, "eval_every=1", "eval_simulations=1000000"), game,
+                            memory=2**30)
+    assert train.main(["--config", TINY, "--set", "network=null", "--dry-run"]) == 2
+    assert "config key 'network' is null" in one_line(capsys.readouterr().err)
+
+
 def test_dry_run_reads_the_warm_start(tmp_path, capsys):
     """``--dry-run`` reads the warm start as the run does. A source that is not there yet
     is a note (an earlier stage may write it: configs/champion.yaml); one that is there but
