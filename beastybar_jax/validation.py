@@ -17,7 +17,6 @@ each other.
 
 from __future__ import annotations
 
-import math
 import typing
 from typing import Annotated, Any, ClassVar
 
@@ -28,23 +27,15 @@ class ConfigError(ValueError):
     """A config key is unknown, has the wrong type or an impossible value. ``key``: the
     key's dotted path where one key is at fault."""
 
-    def __init__(self, message: str, key: str | None = None, reason: str | None = None):
+    def __init__(self, message: str, key: str | None = None):
         super().__init__(message)
-        self.key, self.reason = key, reason
+        self.key = key
 
 
 def check(ok: bool, key: str, message: str) -> None:
     """Raise ``ConfigError("config key '<key>' <message>")`` unless ``ok``."""
     if not ok:
-        raise ConfigError(f"config key {key!r} {message}", key=key, reason=message)
-
-
-def check_at_least(value, minimum, key: str, hint: str = "") -> None:
-    check(value >= minimum, key, f"must be >= {minimum}{hint}, got {value}")
-
-
-def check_finite_nonnegative(value: float, key: str) -> None:
-    check(math.isfinite(value) and value >= 0, key, f"must be a finite number >= 0, got {value}")
+        raise ConfigError(f"config key {key!r} {message}", key=key)
 
 
 # ----------------------------------------------------------------------------- field types
