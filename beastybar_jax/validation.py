@@ -72,7 +72,8 @@ def _to_names(value):
 
 
 def _to_numbers(value):
-    return tuple(_to_float(v) for v in value) if isinstance(value, (list, tuple)) else value
+    value = _to_names(value)  # "0.75, 0.25" as a list too
+    return tuple(_to_float(v) for v in value) if isinstance(value, tuple) else value
 
 
 Int = Annotated[int, BeforeValidator(_to_int)]
