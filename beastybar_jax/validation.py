@@ -132,7 +132,9 @@ def _to_plain(x):
 def _one_line(cls: type[ConfigModel], error: ValidationError) -> ConfigError:
     """Pydantic's report on ``cls`` as one line naming the first key at fault."""
     first = error.errors()[0]
-    kind, loc, value, context = first["type"], tuple(str(p) for p in first["loc"]), first.get("input"), first.get("ctx") or {}
+    kind, value, context = first["type"], first.get("input"), first.get("ctx") or {}
+    index = "".join(f"[{p}]" for p in first["loc"] if isinstance(p, int))  # an item of a list
+    loc = tuple(str(p) for p in first["loc"] if not isinstance(p, int))
     inner = context.get("error")
     if isinstance(inner, ConfigError):  # a section's own check, or a nested section's one line
         return inner
@@ -140,7 +142,7 @@ def _one_line(cls: type[ConfigModel], error: ValidationError) -> ConfigError:
     for part in loc[:-1]:  # the section holding the last key
         model = _section_model(model, part) or model
         path.append(part)
-    key = ".".join(path + list(loc[-1:]))
+    key = ".".join(path + list(loc[-1:])) + index
     if kind == "extra_forbidden":
         where = f" in {'.'.join(path)}" if path else ""
         return ConfigError(f"unknown config key {key!r}; valid keys{where}: {', '.join(sorted(model.model_fields))}",
