@@ -1,11 +1,11 @@
-"""The registry of algorithms: the config's ``algorithm`` value -> its :class:`~beastybar_jax.training.algorithm.Algorithm`."""
+"""The registry of algorithms: the config's ``algorithm`` value -> its :class:`~beastybar_jax.learning.algorithm.Algorithm`."""
 
 from __future__ import annotations
 
 from beastybar_jax.alphazero.algorithm import ALGORITHM as ALPHAZERO
 from beastybar_jax.config import ALGORITHM_NAMES, ConfigError
 from beastybar_jax.ppo.algorithm import ALGORITHM as PPO
-from beastybar_jax.training.algorithm import Algorithm
+from beastybar_jax.learning.algorithm import Algorithm
 
 _REGISTRY = {algorithm.name: algorithm for algorithm in (ALPHAZERO, PPO)}
 assert tuple(_REGISTRY) == ALGORITHM_NAMES

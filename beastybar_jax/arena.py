@@ -18,7 +18,7 @@ Statistics (``MatchResult``, from agent A's point of view):
 - ``mean_margin``: mean final (A - B) bar points.
 - ``entry`` (``play_match(..., record_entry=True)``, games with an exact solver): where
   the games were decided. For each game, the exact result for A (best play by both
-  from there, ``Game.exact_values``) at the first position the solver solves, the
+  from there, ``Game.solver.exact_values``) at the first position the solver solves, the
   endgame's entry (Beasty Bar: the opponent's deck empty, the mover's at most one
   card), against the final result. Under best play by both the result stays the entry's:
   a game that ends worse for A was thrown away by A in the endgame, one that ends better
@@ -90,8 +90,9 @@ def play_games(agent_a: Agent, agent_b: Agent, deal_keys: jax.Array, key: jax.Ar
     keys) played twice with seats swapped. Usable inside a larger jitted function
     (e.g. training-time evaluation of a network agent with traced parameters).
     ``record_entry`` (static) also solves the endgames (``MatchOutcomes.entry_value``)."""
-    if record_entry and game.exact_values is None:
-        raise ValueError(f"where games are decided needs an exact solver (Game.exact_values); {game.name} has none")
+    if record_entry and not game.has("solver.exact_values"):
+        raise ValueError(f"where games are decided needs an exact solver (Game.solver.exact_values); {game.name} "
+                         f"has none")
     num_deals = deal_keys.shape[0]
     deals = jax.vmap(game.init)(deal_keys)
     states = jax.tree.map(lambda x: jnp.concatenate([x, x]), deals)
@@ -131,7 +132,7 @@ def _entry_values(history, agent_seat: jax.Array, game: Game) -> jax.Array:
     solves; NaN where it solves none. Every state is handed to the solver (those it
     cannot solve cost nothing), so no game-specific test of solvability is needed."""
     turns, games = history.current_player.shape
-    solved, value = game.exact_values(jax.tree.map(lambda x: x.reshape((turns * games,) + x.shape[2:]), history), 0)
+    solved, value = game.solver.exact_values(jax.tree.map(lambda x: x.reshape((turns * games,) + x.shape[2:]), history), 0)
     solved, value = solved.reshape(turns, games), value.reshape(turns, games)
     for_agent = jnp.where(history.current_player.astype(jnp.int32) == agent_seat, value, -value)
     first = jnp.argmax(solved, axis=0)

@@ -303,6 +303,17 @@ def check_resume_config(saved: TrainConfig, given: TrainConfig, updates_per_iter
 # ----------------------------------------------------------------------------- the run's checkpoints
 
 
+def finished_steps(run_dir: str | os.PathLike) -> list[int]:
+    """The iterations of the finished checkpoints in ``run_dir`` (orbax names each
+    ``checkpoints/<iteration>`` once it is complete), without opening them."""
+    directory = os.path.join(os.fspath(run_dir), CHECKPOINT_DIR)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return sorted(int(n) for n in names if n.isdigit() and os.path.isdir(os.path.join(directory, n)))
+
+
 class Checkpointer:
     """An orbax ``CheckpointManager`` over ``<run_dir>/checkpoints``, with checksums.
 
@@ -583,7 +594,7 @@ def load_agent(run_dir_or_checkpoint: str | os.PathLike) -> TrainedModel:
 
 
 # ----------------------------------------------------------------------------- exported networks
-# A trained network as two plain files, for shipping inside the package (``Game.networks``,
+# A trained network as two plain files, for shipping inside the package (``Game.agents.networks``,
 # Beasty Bar's ``champion``): ``config.json`` (the run's whole config, so the network is
 # rebuilt exactly and search at play time uses the run's search settings) and
 # ``params.msgpack`` (the parameters in flax's msgpack format). An orbax checkpoint is a
@@ -681,7 +692,7 @@ def warm_start_path(source: str, game=None) -> str:
     """Where ``warm_start`` ``source`` lies: one of ``game``'s shipped networks by name, or
     the path itself. Raises :class:`CheckpointError` where nothing is there, so a run can
     refuse a missing source before it writes anything."""
-    path = str(dict(getattr(game, "networks", ()) or ()).get(source, source))
+    path = str(dict(game.agents.networks if game is not None else ()).get(source, source))
     if not os.path.exists(path):
         raise CheckpointError(f"warm_start {source!r}: no such run directory or checkpoint: {os.path.abspath(path)}")
     return path
@@ -693,7 +704,7 @@ def warm_start_params(fresh, source: str, game=None):
     them, ``fresh_paths`` lists the paths ``source`` lacks (a part it does not have, such
     as a new layer), kept as they are. ``source``: a run directory, a checkpoint, an
     exported network, or the name of one of ``game``'s shipped networks
-    (``Game.networks``: Beasty Bar's ``champion``). ``fresh`` may be abstract
+    (``Game.agents.networks``: Beasty Bar's ``champion``). ``fresh`` may be abstract
     (``jax.eval_shape``'s), to check a source before anything is initialized. Raises
     :class:`CheckpointError` where it cannot be read, shares no parameter, has a parameter
     of another shape at the same path, or one this network has no place for (networks of

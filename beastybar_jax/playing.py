@@ -69,16 +69,17 @@ def human_seat(state, key: jax.Array, seat: str) -> tuple[int, jax.Array]:
 
 def move_text(game: Game, action: int, state, viewer: int | None) -> str:
     """A move's name, with details told from ``viewer``'s side where the game gives them."""
-    if game.render_action is None:
-        return game.action_names[action] if game.action_names else str(action)
-    return game.render_action(action, state, viewer)
+    ui = game.ui
+    if ui.render_action is None:
+        return ui.action_names[action] if ui.action_names else str(action)
+    return ui.render_action(action, state, viewer)
 
 
 def describe_move(game: Game, before, after, action: int, viewer: int | None) -> str:
     """Words for what ``action`` did, from ``viewer``'s side (``None``: a spectator,
     who sees everything): the game's ``describe_move``, or who played what."""
-    if game.describe_move is not None:
-        return game.describe_move(before, after, action, viewer)
+    if game.ui.describe_move is not None:
+        return game.ui.describe_move(before, after, action, viewer)
     mover = int(before.current_player)
     who = f"P{mover} plays" if viewer is None else ("You play" if mover == viewer else "Opponent plays")
     return f"{who} {move_text(game, action, before, viewer)}."
@@ -94,8 +95,8 @@ def outcome(game: Game, state, player: int) -> dict:
         raise ValueError(f"player must be one of 0..{game.num_players - 1}, got {player!r}")
     reward = float(np.asarray(state.rewards)[player])
     out = {"result": "win" if reward > 0 else ("draw" if reward == 0 else "loss")}
-    if game.points is not None:
-        points = np.asarray(game.points(state))
+    if game.ui.points is not None:
+        points = np.asarray(game.ui.points(state))
         out.update(you=int(points[player]), opponent=int(points[1 - player]))
     return out
 
@@ -194,7 +195,7 @@ def replay(record: Any) -> list:
             raise RecordError(f"move {ply + 1} ({action}) comes after the end of the game")
         legal = legal_actions(game, state)
         if action not in legal:
-            name = game.action_names[action] if 0 <= action < len(game.action_names) else str(action)
+            name = game.ui.action_names[action] if 0 <= action < len(game.ui.action_names) else str(action)
             raise RecordError(f"move {ply + 1} ({name}) is not legal there; legal: "
                               + ", ".join(move_text(game, a, state, None) for a in legal))
         state = step(game, state, action)

@@ -96,7 +96,7 @@ AT_MOST = {"search_cost_256_vs_16", "conformance_mismatches", "search_ops_per_si
 # step per legal move per evaluation), no solver in the iteration (and, at full scale, the learner's 64
 # updates: ``learner_updates``). The iteration and strength parts run the shipped configs
 # as they are, levers included.
-MACHINERY_OVERRIDES = ["network.afterstates=false", "network.replies=false", "alphazero.exact_value_targets=false",
+MACHINERY_OVERRIDES = ["network.afterstates=false", "alphazero.exact_value_targets=false",
                        "alphazero.exact_policy_targets=false"]
 
 # Sizes per scale. tiny: the same code paths on a CPU, small enough for the test suite.

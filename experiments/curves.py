@@ -108,7 +108,7 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     seen = sorted({o for rows in curves.values() for r in rows for o in r["win_rates"]})
-    from beastybar_jax.training.metrics import metric_name  # how the log names an opponent (mcts-32: mcts_32)
+    from beastybar_jax.learning.algorithm import metric_name  # how the log names an opponent (mcts-32: mcts_32)
 
     opponents = [o.strip() if o.strip() in seen else metric_name(o.strip()) if o.strip() else ""
                  for o in args.opponents.split(",")] if args.opponents else seen  # runs logged before either way

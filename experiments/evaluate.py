@@ -125,8 +125,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         return args
     if args.by is not None:
         parser.error("--by groups the endgame suite's positions: it only applies with --endgames")
-    if args.decided and get_game(args.game).exact_values is None:
-        parser.error(f"--decided needs a game whose solver gives exact values (Game.exact_values); {args.game} "
+    if args.decided and not get_game(args.game).has("solver.exact_values"):
+        parser.error(f"--decided needs a game whose solver gives exact values (Game.solver.exact_values); {args.game} "
                      f"has none")
     if args.suite is not None:
         parser.error("--suite only applies with --endgames")

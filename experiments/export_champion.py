@@ -4,7 +4,7 @@
 
 Writes the run's latest intact checkpoint as an exported network (``config.json`` and
 ``params.msgpack``, :func:`beastybar_jax.checkpoint.save_exported`) to
-``beastybar_jax/games/beastybar/champion/`` (or ``--out``), where ``Game.networks``
+``beastybar_jax/games/beastybar/champion/`` (or ``--out``), where ``Game.agents.networks``
 names it.
 """
 
@@ -18,7 +18,7 @@ from beastybar_jax.games import get_game
 
 
 def main(argv=None) -> int:
-    champion_dir = str(dict(get_game("beastybar").networks)["champion"])
+    champion_dir = str(dict(get_game("beastybar").agents.networks)["champion"])
     parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", help="a run directory, its checkpoints/ or one checkpoints/<iteration>")
     parser.add_argument("--out", default=champion_dir, help="where to write (default: the package's champion)")

@@ -12,7 +12,7 @@ moves, numbered. Type a number or a move's name (a unique beginning is enough, e
 game at any moment: exit code 130). After each
 move you are told what happened (in Beasty Bar: cards that entered the bar or went to
 THAT'S IT, and the queue after it). Everything shown comes from the game's own
-renderers (``Game.render_state``, ``render_action``, ``describe_move``), so any
+renderers (``Game.ui``: ``render_state``, ``render_action``, ``describe_move``), so any
 registered game can be played.
 """
 
@@ -59,7 +59,7 @@ def parse_move(game: Game, text: str, legal_actions: list[int], state,
         shown = text if len(text) <= 12 else text[:12] + "..."
         return None, f"{shown} is not a move number; choose 1 to {len(legal_actions)}."
     names = {a: move_text(game, a, state, human).lower() for a in legal_actions}
-    plain = {a: game.action_names[a].lower() for a in legal_actions} if game.action_names else names
+    plain = {a: game.ui.action_names[a].lower() for a in legal_actions} if game.ui.action_names else names
     exact = [a for a in legal_actions if text in (names[a], plain[a])]
     if len(exact) == 1:
         return exact[0], None
@@ -69,7 +69,7 @@ def parse_move(game: Game, text: str, legal_actions: list[int], state,
     if len(prefix) > 1:
         options = "; ".join(names[a] for a in prefix)
         return None, f"'{text}' could mean several moves ({options}); type its number."
-    if any(name.lower().startswith(text) for name in game.action_names):
+    if any(name.lower().startswith(text) for name in game.ui.action_names):
         return None, f"No legal move is '{text}' now (see the numbered list)."
     return None, f"'{text}' is not a move. {HELP}"
 
@@ -100,7 +100,7 @@ def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed:
             if int(state.current_player) == human:
                 legal = legal_actions(game, state)
                 print_fn("")
-                print_fn(game.render_state(state, viewer=human))
+                print_fn(game.ui.render_state(state, viewer=human))
                 print_fn(f"(you are P{human})  Your moves:")
                 for number, action in enumerate(legal, start=1):
                     print_fn(f"  {number}. {move_text(game, action, state, human)}")
@@ -114,7 +114,7 @@ def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed:
                         print_fn(HELP)
                         continue
                     if command in ("t", "table"):
-                        print_fn(game.render_state(state, viewer=human))
+                        print_fn(game.ui.render_state(state, viewer=human))
                         continue
                     action, message = parse_move(game, text, legal, state, human)
                     if message:
@@ -134,7 +134,7 @@ def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed:
 
     result = outcome(game, state, human)
     print_fn("")
-    print_fn(game.render_state(state, viewer=human))
+    print_fn(game.ui.render_state(state, viewer=human))
     verdict = {"win": "You win!", "draw": "It's a draw.", "loss": "You lose."}[result["result"]]
     if "you" not in result:
         print_fn(f"Final result: {verdict}")
@@ -168,7 +168,7 @@ def replay_game(path: str, print_fn: Callable[..., None] = print,
     for action, before, after in zip(record["moves"], states, states[1:]):
         print_fn(describe_move(game, before, after, action, None))
     print_fn("")
-    print_fn(game.render_state(states[-1], viewer=None))
+    print_fn(game.ui.render_state(states[-1], viewer=None))
     return 0
 
 

@@ -37,7 +37,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "(e.g. more num_iterations with decay_steps: 0); the rate jumps at the resume point")
     parser.add_argument("--no-console", action="store_true", help="no progress bar / per-iteration lines")
     parser.add_argument("--dry-run", action="store_true",
-                        help="load and validate the config, print it resolved, and exit without compiling")
+                        help="run the run's checks (config, memory, opponents, run_dir, warm start), print the config "
+                             "resolved, and exit without writing or compiling anything")
     group = parser.add_argument_group(
         "several processes (see docs/training.md, 'GPUs and several hosts'); default: the environment "
         "(JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID) or a cluster JAX detects")
@@ -108,43 +109,24 @@ def _main(args) -> int:
         print("note: eval_endgames is on but eval_every is 0, so training evaluates nothing; set eval_every: N "
               "to score the endgame suite every N iterations", file=sys.stderr)
 
-    if args.dry_run:
+    if args.dry_run:  # the run's own pre-flight, alone: nothing written, initialized or compiled
         import json
 
-        import jax
-
-        from beastybar_jax.config import validate
         from beastybar_jax.games import get_game
-        from beastybar_jax.training.evaluation import make_opponents
+        from beastybar_jax.training.preflight import preflight
+        from beastybar_jax.training.rundir import RunDirError
 
-        warm_note = ""
         try:
-            validate(config, num_devices=jax.device_count())  # divisibility on this machine too
-            if config.eval_every:
-                make_opponents(config, get_game(config.game))  # the opponents exist (and checkpoints among them load)
-            if config.algorithm == "ppo":
-                from beastybar_jax.ppo.algorithm import check_opponents
-
-                check_opponents(config, get_game(config.game))  # ppo.opponent(s) too
-            if config.warm_start and not args.resume:  # the network to start from reads and fits, where it is there
-                from beastybar_jax.checkpoint import warm_start_path
-                from beastybar_jax.training.loop import check_warm_start
-
-                try:
-                    warm_start_path(config.warm_start, get_game(config.game))
-                except CheckpointError as e:  # an earlier stage may write it (configs/champion.yaml)
-                    warm_note = f"note: {e}; the run refuses to start until it is there"
-                else:
-                    try:
-                        check_warm_start(config, get_game(config.game))
-                    except CheckpointError as e:
-                        raise ConfigError(str(e)) from None
+            checked = preflight(config, get_game(config.game), resume=args.resume, dry_run=True)
         except ConfigError as e:
             print(f"config error: {e}", file=sys.stderr)
             return 2
+        except (CheckpointError, RunDirError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         print(json.dumps(config.to_dict(), indent=2))
-        if warm_note:
-            print(warm_note, file=sys.stderr)
+        for note in checked.notes:
+            print(note, file=sys.stderr)
         print(f"config ok; run_dir {config.resolved_run_dir}{' (resume)' if args.resume else ''}")
         return 0
 

@@ -117,7 +117,6 @@ OVERRIDES = []            # more config overrides, e.g. ["num_games=128", "netwo
 TICTACTOE_ITERATIONS = 50 # the tic-tac-toe sanity check (its config's full run: about a minute on a CPU)
 
 # %% tags=["imports"]
-import dataclasses
 import time
 
 import jax
@@ -328,7 +327,7 @@ print("  restored", np.asarray(restored_leaves[0]).ravel()[:3])
 # score counts draws as half; `elo_table` fits ratings to all results (random = 0 when it plays).
 
 # %% tags=["arena"]
-search_config = dataclasses.replace(model.config.search, num_simulations=SEARCH_SIMULATIONS)
+search_config = model.config.search.replace(num_simulations=SEARCH_SIMULATIONS)
 policy_agent = network_agent(model.network, model.params, name="network", game=game.BEASTYBAR)
 search_agent = network_agent(model.network, model.params, search=search_config,
                              name=f"network+search{SEARCH_SIMULATIONS}", game=game.BEASTYBAR)

@@ -35,6 +35,12 @@ observe_all = jit(jax.vmap(lambda s: game.observe(s, s.current_player)))
 legal_of = jit(jax.vmap(game.legal_action_mask))
 
 
+def with_afterstates(**changes):
+    """Beasty Bar with some of its afterstate functions replaced (``Game.afterstates``)."""
+    beastybar = get_game("beastybar")
+    return beastybar._replace(afterstates=beastybar.afterstates._replace(**changes))
+
+
 def batched(fn, observations, size=128):
     """``fn`` (a jitted, vmapped function) on ``observations`` ``[N, O]``, ``size`` at a
     time, the last batch padded: one compilation whatever ``N`` is. NumPy outputs."""
@@ -163,7 +169,7 @@ def test_afterstates_use_only_what_the_mover_knows(played):
 @pytest.mark.slow
 def test_a_network_with_afterstates_scores_moves_by_them():
     beastybar = get_game("beastybar")
-    network = make_network(NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8), beastybar)
+    network = make_network(NetworkConfig(width=16, depth=1, afterstates={"width": 8}), beastybar)
     params = init_params(network, jax.random.key(0), beastybar.observation_size)
     assert "afterstates" in params["params"]
     state = position(queue=[(0, "lion"), (0, "zebra"), (1, "seal"), (0, "skunk")],
@@ -180,13 +186,13 @@ def test_a_network_with_afterstates_scores_moves_by_them():
     with pytest.raises(ValueError, match="afterstate"):
         make_network(NetworkConfig(afterstates=True), get_game("tictactoe"))
     with pytest.raises(ValueError, match="together"):  # lists need their capacity
-        make_network(NetworkConfig(afterstates=True), beastybar._replace(afterstate_capacity=None))
+        make_network(NetworkConfig(afterstates=True), with_afterstates(capacity=None))
     with pytest.raises(ValueError, match="reply features"):
-        make_network(NetworkConfig(afterstates=True, replies=True), beastybar._replace(legal_replies=None))
-    with pytest.raises(ValueError, match="needs network.replies"):
-        NetworkConfig(afterstates=True, answers=True)
+        make_network(NetworkConfig(afterstates={"replies": True}), with_afterstates(replies=None))
+    with pytest.raises(ValueError, match="needs network.afterstates.replies"):
+        NetworkConfig(afterstates={"answers": True})
     with pytest.raises(ValueError, match="answer features"):
-        make_network(NetworkConfig(afterstates=True, replies=True, answers=True), beastybar._replace(legal_answers=None))
+        make_network(NetworkConfig(afterstates={"replies": True, "answers": True}), with_afterstates(answers=None))
 
 
 @pytest.mark.slow
@@ -197,7 +203,7 @@ def test_move_logits_are_the_move_scorer_on_every_action(observations):
     written out here with the parameters by hand. (That the table has a row for every
     legal move is checked against the engine's legal mask above.)"""
     beastybar = get_game("beastybar")
-    network = make_network(NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8), beastybar)
+    network = make_network(NetworkConfig(width=16, depth=1, afterstates={"width": 8}), beastybar)
     params = init_params(network, jax.random.key(3), beastybar.observation_size)
     observation = observations[:300]
     p = params["params"]["afterstates"]
@@ -221,7 +227,7 @@ def test_move_logits_are_the_move_scorer_on_every_action(observations):
     # room for only 300 rows the list overflows, and the per-observation slots must give
     # the same outputs.
     assert legal.sum() > 300
-    squeezed = make_network(network.config, beastybar._replace(afterstate_capacity=lambda n: (n, (0,))))
+    squeezed = make_network(network.config, with_afterstates(capacity=lambda n: (n, (0,))))
     for out in (listed, jit(squeezed.apply)(params, observation)):
         np.testing.assert_allclose(np.asarray(out.policy_logits), np.asarray(expected), rtol=0, atol=1e-5)
         np.testing.assert_allclose(np.asarray(out.value), np.asarray(value), rtol=0, atol=1e-5)
@@ -402,16 +408,16 @@ def test_answers_use_only_what_the_mover_knows(played, observations):
 
 def scorer_by_hand(observations, config, capacity, key, seed):
     """What the by-hand scorer tests share: a Beasty Bar network of ``config`` with list
-    ``capacity`` (``Game.afterstate_capacity``), its parameters (the zero-initialised links
+    ``capacity`` (``Afterstates.capacity``), its parameters (the zero-initialised links
     between plies, ``reply_to_move`` and ``answer_to_reply``, drawn at random so they
     matter), ``observations`` by turn ``[24, games, F]``, the network's jitted
     apply capturing the torso's output, and ``dense(x, name)`` with a layer's parameters."""
     beastybar = get_game("beastybar")
-    network = make_network(config, beastybar._replace(afterstate_capacity=capacity))
+    network = make_network(config, with_afterstates(capacity=capacity))
     params = jax.tree.map(np.asarray, init_params(network, jax.random.key(key), beastybar.observation_size))
     p = params["params"]["afterstates"]
     rng = np.random.default_rng(seed)  # they start at zero (a network with more plies starts as one with fewer)
-    for name in ("reply_to_move", "answer_to_reply")[:1 + config.answers]:
+    for name in ("reply_to_move", "answer_to_reply")[:1 + config.afterstates.answers]:
         p[name]["kernel"] = rng.normal(size=p[name]["kernel"].shape)
     observations = observations.reshape(24, len(observations) // 24, -1)
 
@@ -450,7 +456,7 @@ def assert_move_scorer_outputs(out, params, features, moves, second):
 
 @pytest.mark.slow
 def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(observations):
-    """With ``network.replies`` each move's second layer also reads the min and max over
+    """With ``network.afterstates.replies`` each move's second layer also reads the min and max over
     the opponent's replies of the per-reply MLP's units (and a flag), written out here
     with the parameters by hand from the slots of ``legal_afterstates`` and
     ``legal_replies``. The network's lists must give the same logits and value whichever
@@ -458,7 +464,7 @@ def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(observations):
     the slots. Three batches of 128 observations take each way: turns 5-6 (no replies),
     20-21 (about 3 an observation) and 15-16 (about 23)."""
     params, p, observations, apply, dense = scorer_by_hand(
-        observations, NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8, replies=True),
+        observations, NetworkConfig(width=16, depth=1, afterstates={"width": 8, "replies": True}),
         lambda n: (6 * n, (2 * n, 16 * n)), key=4, seed=5)
     replies_seen = []
     for first_turn in (5, 20, 15):
@@ -482,14 +488,14 @@ def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(observations):
 
 @pytest.mark.slow
 def test_move_logits_with_answers_are_the_three_ply_scorer_by_hand(observations):
-    """With ``network.answers`` each reply's second layer also reads the min and max over
+    """With ``network.afterstates.answers`` each reply's second layer also reads the min and max over
     the mover's answers of the per-answer MLP's units (and a flag): written out here
     with the parameters by hand from the slots of ``legal_afterstates``,
     ``legal_replies`` and ``legal_answers``. The network's lists must give the same
     logits and value whichever of them has room: the lists (turn 5, none; turn 20, a few)
     or the slots (turn 16, about 90 answers an observation); 32 observations each."""
     params, p, observations, apply, dense = scorer_by_hand(
-        observations, NetworkConfig(width=16, depth=1, afterstates=True, afterstate_width=8, replies=True, answers=True),
+        observations, NetworkConfig(width=16, depth=1, afterstates={"width": 8, "replies": True, "answers": True}),
         lambda n: (6 * n, (4 * n,), ((16 * n, 40 * n),)), key=6, seed=7)
     relu = lambda x: np.maximum(x, 0.0)  # noqa: E731
 

@@ -217,7 +217,6 @@ def test_registry_names_and_errors(tmp_path):
 
 def test_registry_checkpoint_specs(monkeypatch, network_and_params):
     """``checkpoint:<path>`` and ``@sims=`` build network agents from ``load_agent``."""
-    import dataclasses
 
     from beastybar_jax.config import TrainConfig
     from beastybar_jax import checkpoint
@@ -236,5 +235,5 @@ def test_registry_checkpoint_specs(monkeypatch, network_and_params):
     assert raw.name == "checkpoint:runs/x" and searching.name.endswith("@algo=puct")
     # the search agent closes over the run's SearchConfig with the overrides applied
     configs = [c.cell_contents for c in searching.act.__closure__ if isinstance(c.cell_contents, SearchConfig)]
-    assert configs and dataclasses.asdict(configs[0])["num_simulations"] == 64
+    assert configs and configs[0].num_simulations == 64
     assert configs[0].num_determinizations == 2 and configs[0].algorithm == "puct"

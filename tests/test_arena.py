@@ -183,7 +183,7 @@ def test_entry_values_are_the_solvers_result_at_each_games_first_solvable_positi
     # Solved as many at once as _entry_values solves (the whole history), so that the
     # solver's loops compiled for it serve here too.
     tiled = jax.tree.map(lambda x: np.resize(x, (solvable.size,) + x.shape[1:]), entry)
-    solved, value = game.BEASTYBAR.exact_values(tiled, 0)
+    solved, value = game.BEASTYBAR.solver.exact_values(tiled, 0)
     assert np.asarray(solved).all()
     result = np.asarray(value)[:num_games]
     expected = np.where(np.asarray(entry.current_player) == seat, result, -result)

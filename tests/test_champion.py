@@ -20,7 +20,7 @@ from beastybar_jax.games import get_game
 from helpers import experiment, tiny_training
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAMPION_DIR = Path(dict(get_game("beastybar").networks)["champion"])
+CHAMPION_DIR = Path(dict(get_game("beastybar").agents.networks)["champion"])
 
 
 def test_the_champion_files_are_package_data():
@@ -51,18 +51,19 @@ def test_the_champions_two_stages_are_one_run_continued_with_answers():
     ``configs/champion_replies.yaml`` (run with ``decay_steps`` of its 8,000 iterations),
     adds the mover's answers and goes on at the learning rate the first stage stopped at."""
     from beastybar_jax.config import config_diff, load_config
-    from beastybar_jax.training.optimizer import make_schedule
+    from beastybar_jax.learning.optimizer import make_schedule
 
     first = load_config(ROOT / "configs" / "champion_replies.yaml", ["num_iterations=4000", "decay_steps=128000"])
     second = load_config(ROOT / "configs" / "champion.yaml")
     assert set(config_diff(first, second)) == {"name", "warm_start", "num_iterations", "learning_rate",
-                                                 "decay_steps", "checkpoint_every", "network.answers"}
+                                                 "decay_steps", "checkpoint_every",
+                                                 "network.afterstates.answers"}
     assert second.warm_start == f"{first.resolved_run_dir}/checkpoints/{first.num_iterations}"
     updates = first.alphazero.updates_per_iteration
     assert first.decay_steps == 8000 * updates  # the first half of the 8,000-iteration run
     stopped_at = float(make_schedule(first, 0)(first.num_iterations * updates))
     assert second.learning_rate == pytest.approx(stopped_at, rel=0.01)
-    assert second.network.answers and not first.network.answers
+    assert second.network.afterstates.answers and not first.network.afterstates.answers
 
 
 @pytest.mark.slow
@@ -91,7 +92,7 @@ def test_champion_specs_and_a_missing_champion(tmp_path):
         make_agent("champion", game=get_game("tictactoe"))
     with pytest.raises(ExportError, match="no exported network"):
         load_exported(tmp_path)
-    # checkpoint:<dir> names an exported network too (load_agent reads it; fit_endgames.py --out).
+    # checkpoint:<dir> names an exported network too (load_agent reads it).
     exported = tmp_path / "exported"
     exported.mkdir()
     for name in ("config.json", "params.msgpack"):

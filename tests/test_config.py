@@ -30,7 +30,7 @@ def test_h100_config_is_a_large_default_network_run_with_the_champions_levers():
     validate(config, num_devices=8)  # splits evenly over up to 8 GPUs
     champion = load_config(CONFIGS / "champion.yaml")
     assert config.network.afterstates and champion.network.afterstates
-    assert config.network.replies == champion.network.replies
+    assert config.network.afterstates.replies == champion.network.afterstates.replies
     assert config.alphazero.exact_value_targets and config.alphazero.exact_policy_targets
     reuse = lambda c: c.alphazero.updates_per_iteration * c.alphazero.batch_size / (c.num_games * c.alphazero.moves_per_iteration)  # noqa: E731
     assert reuse(config) == pytest.approx(reuse(champion))  # SGD samples per new position
@@ -71,9 +71,9 @@ def test_to_dict_from_dict_round_trip():
      "'alphazero.buffer_size' (100) must hold at least one finished game"),
     (["network.torso=cnn"], "network.torso"),
     (["search.algorithm=alphabeta"], "search.algorithm"),
-    (["search.value_scale=.inf"], "search.value_scale must be a finite number"),  # NaN root values, rc 0
-    (["search.gumbel_scale=.nan"], "search.gumbel_scale must be a finite number"),
-    (["search.pb_c_base=0"], "search.pb_c_base must be > 0"),
+    (["search.value_scale=.inf"], "'search.value_scale' must be a finite number"),  # NaN root values, rc 0
+    (["search.gumbel_scale=.nan"], "'search.gumbel_scale' must be a finite number"),
+    (["search.pb_c_base=0"], "'search.pb_c_base' must be a finite number > 0"),
     (["eval_every=2", "eval_opponents=[]"], "would evaluate nothing"),
     (["alphazero.batch_size=0"], "'alphazero.batch_size' must be >= 1"),
     (["game=chess"], "'game' must be one of beastybar"),
@@ -85,9 +85,12 @@ def test_to_dict_from_dict_round_trip():
                                           "it needs exact_value_targets: true"),
     (["alphazero.exact_value_targets=true", "alphazero.exact_policy_weight=0"],
      "'alphazero.exact_policy_weight' must be a finite number > 0"),
-    (["network.replies=true"], "network.replies scores the replies to each move's afterstate: it needs "
-                               "network.afterstates: true"),
-    (["game=tictactoe", "network.afterstates=true", "network.replies=true"], "network.afterstates"),
+    (["network.afterstates={answers: true}"], "'network.afterstates.answers' scores the mover's answers to each "
+                                              "of the opponent's replies: it needs network.afterstates.replies: true"),
+    (["network.replies=true"], "'network.replies' (or 'network.answers') scores the replies to each move's "
+                               "afterstate: it needs network.afterstates"),
+    (["game=tictactoe", "network.afterstates={replies: true}"], "network.afterstates"),
+    (["network=null"], "config key 'network' is null"),
 ])
 def test_bad_values_name_the_key(overrides, fragment):
     with pytest.raises(ConfigError) as info:
@@ -141,9 +144,9 @@ def test_config_files_that_are_not_yaml_text_are_config_errors(tmp_path):
 
 
 def test_config_files_that_would_be_misread_are_errors(tmp_path):
-    """Issue 21 rows 5, 14, 16: an empty file (it started a default run of hours), a key
-    given twice (the last one won), an alias bomb (it hung), keys of the algorithm the
-    run does not use (ignored without a word)."""
+    """What a config file would have misread is an error: an empty file (not a default
+    run), a key given twice, aliases that expand past a bound, keys of the algorithm the
+    run does not use."""
     cases = {
         "empty.yaml": ("# nothing yet\n", "is empty"),
         "twice.yaml": ("num_games: 8\nseed: 1\nnum_games: 16\n", "key 'num_games' is given twice (lines 1 and 3)"),
@@ -173,10 +176,10 @@ def test_config_files_that_would_be_misread_are_errors(tmp_path):
 
 
 @pytest.mark.parametrize("override, fragment", [
-    ("name=..", "config key 'name'"),  # runs/.. is the repository itself (issue 21 row 7)
+    ("name=..", "config key 'name'"),  # runs/.. is the repository itself
     ("name=.", "config key 'name'"),
     ("name=a,b", "config key 'name'"),
-    ("run_dir=/tmp/runs/a,b", "config key 'run_dir' must not contain ','"),  # no agent spec could name it (row 15)
+    ("run_dir=/tmp/runs/a,b", "config key 'run_dir' must not contain ','"),  # no agent spec could name it
 ])
 def test_run_names_that_would_misplace_the_run(override, fragment):
     with pytest.raises(ConfigError, match=fragment):
@@ -212,8 +215,8 @@ def test_a_home_directory_in_run_dir_is_expanded(monkeypatch, tmp_path):
 
 
 def test_search_config_takes_numpy_scalars_as_plain_numbers():
-    """``SearchConfig(num_simulations=np.int64(8))`` was refused ("must be a positive
-    integer, got np.int64(8)"); it is kept as a plain int, so configs still serialize."""
+    """``SearchConfig(num_simulations=np.int64(8))`` keeps the plain int 8 (a numpy scalar
+    is the number it holds, so configs serialize); a numpy bool is no integer."""
     import numpy as np
 
     from beastybar_jax.config import SearchConfig
@@ -221,7 +224,7 @@ def test_search_config_takes_numpy_scalars_as_plain_numbers():
     config = SearchConfig(num_simulations=np.int64(8), gumbel_scale=np.float32(0.5))
     assert (config.num_simulations, config.gumbel_scale) == (8, 0.5)
     assert type(config.num_simulations) is int and type(config.gumbel_scale) is float
-    with pytest.raises(ValueError, match="must be a positive integer"):
+    with pytest.raises(ValueError, match="'search.num_simulations' must be an integer, got True"):
         SearchConfig(num_simulations=np.bool_(True))
 
 

@@ -98,8 +98,7 @@ def test_the_endgames_come_from_real_games(endgames, truth):
 
 def test_real_decisions_and_the_moves_that_keep_the_result(solutions, truth):
     """``positions.real_decisions``: what the suite keeps (the legal moves' exact margins
-    differ) and the targets of experiments/fit_endgames.py (the moves whose exact result
-    is the position's), against the whole game tree."""
+    differ) and the moves whose exact result is the position's, against the whole game tree."""
     decision, keeps = positions.real_decisions(solutions["margins"])
     distinct_margins = [len(set(m[legal])) for m, legal in zip(truth.action_margin, truth.legal)]
     np.testing.assert_array_equal(decision, np.array(distinct_margins) > 1)
@@ -397,11 +396,11 @@ def test_the_suite_margins_are_exact(suite, endgames, solve):
 
 
 def test_exact_policy_targets_are_the_result_keeping_moves_of_the_suite(suite, endgames, solve):
-    """The policy target of a solved position (``selfplay.exact_policy_target`` on the
+    """The policy target of a solved position (``exact_targets.exact_policy_target`` on the
     solver's result-keeping moves, as ``alphazero.exact_policy_targets`` makes it) has
     as support exactly the moves whose exact margin has the position's sign, from the
     suite's stored margins; a search target with no weight on them gives way to uniform."""
-    from beastybar_jax.alphazero.selfplay import exact_policy_target
+    from beastybar_jax.alphazero.exact_targets import exact_policy_target
 
     size = endgames.turn.shape[0]
     sample = suite.subset(np.linspace(0, len(suite) - 1, size).astype(int))
@@ -479,12 +478,12 @@ def test_exact_value_and_policy_targets_are_the_solvers(endgames, solve):
     ``exact_policy_targets``): every stored position the solver can solve has its exact
     result for the player to move as value target, and a policy target on the moves
     that keep that result only, both where its game ended in the iteration that played
-    it (the replay buffer is corrected) and where the game went on into the next
-    iteration (the value waits beside the trajectory)."""
+    it and where the game went on into the next iteration (the targets wait in the
+    slot's trajectory)."""
     from jax.flatten_util import ravel_pytree
 
     from beastybar_jax import search
-    from beastybar_jax.alphazero import replay, selfplay
+    from beastybar_jax.alphazero import exact_targets, replay, selfplay
 
     flat_example, unravel = ravel_pytree(game.init(jax.random.key(0)))
     # The records' observations are the whole state, so the test can solve each stored position.
@@ -492,12 +491,14 @@ def test_exact_value_and_policy_targets_are_the_solvers(endgames, solve):
     num_games, moves = 6, 18
     search_config = search.SearchConfig(num_simulations=2, max_num_considered_actions=2)
 
-    def iteration(state, buffer, key):
-        return selfplay.play_moves(spy, search.uniform_evaluator(spy), search_config, state, buffer, key, moves,
-                                   temperature=1.0, temperature_drop_move=24, exact_value_budget=0,
-                                   exact_policy_targets=True)
+    def iteration(state, buffer, key):  # AlphaZero's self-play with exact targets
+        start = state
+        state, played, _ = selfplay.play_moves(spy, search.uniform_evaluator(spy), search_config, state, key, moves,
+                                               temperature=1.0, temperature_drop_move=24)
+        played, state, solved = exact_targets.apply(spy, played, state, budget=0, policy_targets=True)
+        return state, selfplay.insert_finished(spy, buffer, start, played), solved
 
-    state = selfplay.init(spy, jax.random.key(1), num_games, exact_value_targets=True)
+    state = selfplay.init(spy, jax.random.key(1), num_games)
     buffer = replay.init(1024, spy.observation_size, spy.num_actions)
     play = jax.jit(iteration).lower(state, buffer, jax.random.key(2)).compile(tiny_training.FAST_COMPILE)
 
@@ -524,19 +525,19 @@ def test_exact_value_and_policy_targets_are_the_solvers(endgames, solve):
 
     # Iteration 1: 18 moves, no game over yet; the solvable positions played so far
     # (from the 16th play on) are solved and wait in the state.
-    state, buffer, stats = play(state, buffer, jax.random.key(3))
-    assert int(buffer.size) == 0 and int(stats.exact_targets) > 0
+    state, buffer, solved = play(state, buffer, jax.random.key(3))
+    assert int(buffer.size) == 0 and int(solved) > 0
     length = np.asarray(state.length)
     recorded = np.arange(state.trajectory.player.shape[1])[None, :] < length[:, None]
     solvable, result, keeps = expected(np.asarray(state.trajectory.observation)[recorded])
-    np.testing.assert_array_equal(np.asarray(state.exact_known)[recorded], solvable)
-    np.testing.assert_array_equal(np.asarray(state.exact_value)[recorded][solvable], result[solvable])
+    np.testing.assert_array_equal(np.asarray(state.trajectory.exact)[recorded], solvable)
+    np.testing.assert_array_equal(np.asarray(state.trajectory.value)[recorded][solvable], result[solvable])
     check_policies(np.asarray(state.trajectory.policy)[recorded], solvable, keeps)
 
     # Iteration 2: the games end and reach the buffer; then new games start.
-    state, buffer, stats = play(state, buffer, jax.random.key(4))
+    state, buffer, _ = play(state, buffer, jax.random.key(4))
     stored = jax.tree.map(lambda x: np.asarray(x)[:int(buffer.size)], buffer.records)
-    assert int(stats.games_finished) >= num_games
+    assert int(buffer.size) >= num_games * 21  # every slot finished its game
     solvable, result, keeps = expected(stored.observation)
     assert solvable.sum() >= 5 * num_games
     np.testing.assert_array_equal(stored.value[solvable], result[solvable])

@@ -77,7 +77,7 @@ def test_endgame_options_need_a_game_that_has_them(tmp_path):
 
 def test_opponents_are_named_in_the_log_without_characters_that_nest_tensorboard_tags():
     """``eval_checkpoint:/tmp/run_win_rate`` split into nested TensorBoard tags at each "/"."""
-    from beastybar_jax.training.metrics import metric_name
+    from beastybar_jax.learning.algorithm import metric_name
 
     assert metric_name("checkpoint:/tmp/run@sims=8") == "checkpoint_tmp_run_sims_8"
     assert [metric_name(n) for n in ("outcome_heuristic", "mcts-32", "solver+heuristic")] == [

@@ -1,5 +1,5 @@
-"""Row 15 of issue 14: what a game does with action and player ids it cannot take, for
-both games (the conventions of the ``Game`` interface, docs/adding-a-game.md).
+"""What a game does with action and player ids it cannot take, for both games (the step
+protocol every game shares, ``games/base.py``, and the conventions of docs/adding-a-game.md).
 
 - ``step``: an id outside ``0..A-1`` is an illegal action (the mover forfeits),
   whatever its integer width: an ``int64`` 2**32 + 8 is not action 8. A non-integer
@@ -29,6 +29,23 @@ def game_and_state(request):
     state = jax.jit(game.init)(jax.random.key(3))
     legal = int(np.flatnonzero(np.asarray(jax.jit(game.legal_action_mask)(state)))[0])
     return game, state, legal
+
+
+def test_a_game_is_a_small_core_and_capability_records():
+    """``Game`` holds at most 12 core fields (pgx's size: the rules and what every layer
+    needs); the rest are capability records, each absent or of its own type, and
+    ``Game.has`` answers for a record or one of its functions."""
+    from beastybar_jax.games.base import CORE_FIELDS, UI, Afterstates, Agents, Solver, TokenLayout
+
+    assert len(CORE_FIELDS) <= 12 and "step" not in CORE_FIELDS  # step is the shared protocol around play
+    kinds = {"tokens": TokenLayout, "ui": UI, "agents": Agents, "solver": Solver, "afterstates": Afterstates}
+    for name in GAMES:
+        game = get_game(name)
+        assert set(game._fields) == set(CORE_FIELDS) | set(kinds)
+        assert all(getattr(game, c) is None or isinstance(getattr(game, c), kind) for c, kind in kinds.items())
+    tictactoe, beastybar = get_game("tictactoe"), get_game("beastybar")
+    assert beastybar.has("solver.exact_values") and tictactoe.has("solver") and not tictactoe.has("solver.exact_values")
+    assert beastybar.has("afterstates.answers") and not tictactoe.has("afterstates")
 
 
 def forfeited(state, mover) -> bool:

@@ -1,10 +1,10 @@
-"""The reference baselines' scoring rules, pinned on hand-made positions (issue 9).
+"""The reference baselines' scoring rules, pinned on hand-made positions.
 
-Five rules of ``beastybar_jax/games/beastybar/heuristics.py`` were first read differently
-from the reference project's code (docs/evaluating.md, "The baselines", states
-them exactly). Each test below builds a position where the reference's rule and our
-old reading make the agent choose different moves, and asserts the reference's
-choice, with the scores worked out in the comments. Ties are broken like the
+Five rules of ``beastybar_jax/games/beastybar/heuristics.py`` are easy to read in a way the
+reference project's code does not mean (docs/evaluating.md, "The baselines", states them
+exactly). Each test below builds a position where the reference's rule and that other
+reading make the agent choose different moves, and asserts the reference's choice, with
+the scores worked out in the comments. Ties are broken like the
 reference's: uniformly among the moves within 1e-6 of the best.
 
 Every agent's scores and moves on every position come from ONE function,

@@ -5,7 +5,6 @@ checkpoints usable as agents and as an exploiter's opponent."""
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import functools
 import pathlib
 import shutil
@@ -289,7 +288,7 @@ def test_a_ppo_checkpoint_is_an_agent_and_an_exploiters_opponent():
     (slots,) = build_opponents(exploiter, game, make_network(exploiter.network, game))
     assert (slots.name, slots.start, slots.count) == (f"checkpoint:{run['run_dir']}", 0, 8)
     with pytest.raises(ConfigError, match="'ppo.opponent': no such run directory"):
-        missing = exploiter.replace(ppo=dataclasses.replace(exploiter.ppo, opponent="checkpoint:/nonexistent"))
+        missing = exploiter.replace(ppo=exploiter.ppo.replace(opponent="checkpoint:/nonexistent"))
         build_opponents(missing, game, make_network(exploiter.network, game))
 
 

@@ -130,8 +130,8 @@ def assert_the_line(err: str, expected: str) -> None:
 
 
 def test_sigint_while_a_checkpoint_is_being_saved_keeps_it(tmp_path):
-    """Row 1: Ctrl-C while orbax writes checkpoint 3: no second save of the same step,
-    no tracebacks, no hang; checkpoint 3 is complete (with checksums)."""
+    """Ctrl-C while orbax writes checkpoint 3: no second save of the same step, no
+    tracebacks, no hang; checkpoint 3 is complete (with checksums)."""
     run = PausedRun(tmp_path, "save:3")
     run.wait_paused()
     code, out, err, seconds = run.send(signal.SIGINT)
@@ -145,7 +145,7 @@ def test_sigint_while_a_checkpoint_is_being_saved_keeps_it(tmp_path):
 
 def test_sigterm_mid_iteration_saves_that_iteration_refuses_a_second_writer_and_resumes_exactly(
         tmp_path, full_run):
-    """Rows 4, 6, 8 and 12: SIGTERM after iteration 4 ran but before its metrics line:
+    """SIGTERM after iteration 4 ran but before its metrics line:
     the line is written, then iteration 4 is checkpointed (they agree), exit 143. While
     it runs, a second training in the run_dir is refused naming the holder's pid. The
     log is not wrapped at 80 columns. Resuming gives the uninterrupted run, bit for bit,
@@ -172,8 +172,8 @@ def test_sigterm_mid_iteration_saves_that_iteration_refuses_a_second_writer_and_
 
 
 def test_kill_9_then_resume_logs_each_iteration_once(tmp_path, full_run):
-    """Row 3 (and the partial line of row 9): kill -9 after iteration 5 (checkpoint 3),
-    with half a line at the end of metrics.jsonl: the lock is not stuck, the resume
+    """kill -9 after iteration 5 (checkpoint 3), with half a line at the end of
+    metrics.jsonl: the lock is not stuck, the resume
     redoes 4..6 bit for bit and the metrics hold each iteration once."""
     run = PausedRun(tmp_path, "logged:5")
     run.wait_paused()
@@ -196,7 +196,7 @@ def test_kill_9_then_resume_logs_each_iteration_once(tmp_path, full_run):
 
 
 def test_interrupt_during_the_first_compile_leaves_nothing_that_blocks_a_new_run(tmp_path):
-    """Row 7: Ctrl-C while the first compile runs stops within seconds (the compile is
+    """Ctrl-C while the first compile runs stops within seconds (the compile is
     left in its thread), without a crash at exit and without a checkpoint 0; the same
     command then starts a new run."""
     run = PausedRun(tmp_path, "compile")
@@ -211,7 +211,7 @@ def test_interrupt_during_the_first_compile_leaves_nothing_that_blocks_a_new_run
 
 
 def test_a_signal_the_loop_cannot_see_ends_the_run_with_its_one_line(tmp_path):
-    """Issue 21 row 2 and point 2: a signal while the main thread runs no Python handler
+    """A signal while the main thread runs no Python handler
     (a long compile or device call; here a pause deaf to signals, after iteration 4
     ran): the command's watchdog ends it after BEASTYBAR_STOP_SECONDS with the loop's
     one line and exit code 143, no crash, checkpoint 3 intact."""
@@ -225,8 +225,8 @@ def test_a_signal_the_loop_cannot_see_ends_the_run_with_its_one_line(tmp_path):
 
 
 def test_a_signal_while_the_run_is_set_up_is_noted_not_raised_inside_jax(tmp_path):
-    """Issue 21 row 2: SIGINT while the trainer is built (tracing, the first compiles:
-    a KeyboardInterrupt raised in there was swallowed by a JAX callback, or crashed the
+    """SIGINT while the trainer is built (tracing, the first compiles, where a
+    KeyboardInterrupt raised inside JAX could be swallowed by a callback or crash the
     process): noted, acted on once the set-up returns: one line, exit code 130, nothing
     saved, no lock left."""
     run = PausedRun(tmp_path, "call:beastybar_jax.training.loop:make_trainer:1")
@@ -293,7 +293,7 @@ TINY_EXPLOIT = ["--agent", "random", "--deals", "2", "--quiet", "--set", "num_ga
 
 
 def test_exploit_stopped_while_training_keeps_the_exploiter(tmp_path):
-    """Issue 21 row 9: Ctrl-C while the exploiter trains (before its third iteration):
+    """Ctrl-C while the exploiter trains (before its third iteration):
     that iteration finishes, the exploiter is saved in --save, one line, exit code 130."""
     save = tmp_path / "exploiter"
     command = PausedCommand(tmp_path, "call:beastybar_jax.training.trainer:iteration_key:3",
@@ -346,7 +346,7 @@ def test_a_full_disk_ends_in_one_line_with_the_old_checkpoints_intact(tmp_path, 
                    timeout=START_TIMEOUT)
     err = (out / "stderr").read_text()
     assert int((out / "code").read_text()) == 1, err[-3000:]
-    assert_the_line(err, "No space left on device")  # orbax's threads may add noise: issue 21, row 1
+    assert_the_line(err, "No space left on device")  # orbax's threads may add noise around it
     assert "cannot write checkpoint 6" in err and "the finished checkpoint (3) is intact" in err
     assert load_agent(out / "run").iteration == 3
     text = (out / "run" / "metrics.jsonl").read_text()
@@ -421,7 +421,7 @@ def test_a_failed_save_after_a_finished_one_names_what_is_intact(tmp_path, faili
 
 
 def test_a_write_orbax_abandoned_is_not_reported_again_when_it_is_collected():
-    """Row 9's noise: asyncio reports a failed write that nobody awaited ("Future
+    """A failed write's noise: asyncio reports a failed write that nobody awaited ("Future
     exception was never retrieved") whenever the garbage collector finds it, possibly
     after the command's one line. Writes that went through orbax's code (or TensorStore)
     are dropped; other futures' errors are still reported."""
@@ -462,7 +462,7 @@ def _largest_data_file(step_dir: pathlib.Path, item: str) -> pathlib.Path:
 
 
 def test_a_flipped_byte_in_the_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, full_run):
-    """Row 5: one flipped byte in checkpoint 6's parameters (orbax would restore it
+    """One flipped byte in checkpoint 6's parameters (orbax would restore it
     silently) fails its checksum: load_agent warns and loads checkpoint 3; a resume
     says so, moves checkpoint 6 aside and recomputes it bit for bit."""
     run_dir = _copy_run(full_run, tmp_path / "run")
@@ -542,7 +542,7 @@ def test_a_failed_restore_of_an_intact_checkpoint_is_no_damage(tmp_path, full_ru
 
 
 def test_damage_without_checksums_is_found_by_restoring(tmp_path, full_run):
-    """Row 5 without checksums (a checkpoint written before them, or a crash right
+    """Damage in a checkpoint without checksums (one written before them, or a crash right
     after orbax finished): a truncated data file fails orbax's restore, non-finite
     parameters fail the restore-time check; both fall back to checkpoint 3."""
     # Truncated: orbax cannot read it.
@@ -572,7 +572,7 @@ def test_damage_without_checksums_is_found_by_restoring(tmp_path, full_run):
     with pytest.warns(DamagedCheckpointWarning, match="non-finite values"):
         assert load_agent(run_dir).iteration == 3
 
-    # Issue 21 row 4: a flipped exponent bit makes a finite 2.5e38, and no checksums.json
+    # A flipped exponent bit makes a finite 2.5e38, and no checksums.json
     # says so (removed, or a checkpoint from before checksums): refused all the same.
     run_dir = tmp_path / "huge"
     checkpointer = Checkpointer(run_dir)
@@ -599,8 +599,8 @@ def test_a_run_without_an_intact_checkpoint_cannot_resume(tmp_path, full_run):
 
 
 def test_a_second_writer_is_refused_and_a_closed_run_frees_its_directory(tmp_path):
-    """Row 6 in one process (the cross-process case is in the SIGTERM test); issue 21
-    row 19: a closed (or failed) run leaves no run.lock behind."""
+    """A second writer is refused in one process (the cross-process case is in the SIGTERM
+    test); a closed (or failed) run leaves no run.lock behind."""
     config = tiny_training.tiny_config(tmp_path / "run")
     first = TrainLoop(config, trainer=shared_trainer(), console=False)
     with pytest.raises(RunLockedError, match=f"in use by another training \\(pid {os.getpid()} on host"):
@@ -614,8 +614,8 @@ def test_a_second_writer_is_refused_and_a_closed_run_frees_its_directory(tmp_pat
 
 
 def test_resuming_past_num_iterations_is_an_error_not_125_of_50(tmp_path, full_run):
-    """Issue 21 row 19: resuming a run at iteration 6 with num_iterations 3 said
-    `training 6/3 done`."""
+    """Resuming a run at iteration 6 with num_iterations 3 is one line naming the fix (raise
+    num_iterations), not a run past its end."""
     run_dir = _copy_run(full_run, tmp_path / "run")
     with pytest.raises(CheckpointError, match="at iteration 6, past num_iterations 3; .* --set num_iterations=12"):
         TrainLoop(tiny_training.tiny_config(run_dir, "num_iterations=3"), resume=True, trainer=shared_trainer(),
@@ -631,7 +631,7 @@ def _poison(loop):
 
 
 def test_a_non_finite_loss_stops_the_run_naming_the_iteration_and_saves_nothing_of_it(tmp_path):
-    """Issue 21 point 3: parameters gone NaN after iteration 1: iteration 2's loss is NaN:
+    """Parameters gone NaN after iteration 1: iteration 2's loss is NaN:
     the run stops naming iteration 2, which is neither logged nor saved."""
     from beastybar_jax.training.guards import NonFiniteError
 
@@ -649,7 +649,7 @@ def test_a_non_finite_loss_stops_the_run_naming_the_iteration_and_saves_nothing_
 
 
 def test_non_finite_parameters_are_never_checkpointed(tmp_path):
-    """Issue 21 point 3: parameters gone NaN in iteration 3 (due for a checkpoint): no
+    """Parameters gone NaN in iteration 3 (due for a checkpoint): no
     checkpoint 3; the one line names the iteration."""
     from beastybar_jax.training.guards import NonFiniteError
 
@@ -666,7 +666,7 @@ def test_non_finite_parameters_are_never_checkpointed(tmp_path):
 
 
 def test_resume_refuses_a_changed_learning_rate_schedule_and_names_the_fix(tmp_path, capsys):
-    """Row 2: with decay_steps 0 the cosine ends at the run's last update; more
+    """With decay_steps 0 the cosine ends at the run's last update; more
     num_iterations on --resume would stretch it (the rate jumps). Refused, naming
     decay_steps=<the saved value> or --allow-schedule-change; both then work."""
     config = tiny_training.tiny_config(tmp_path / "run", "decay_steps=0", "num_iterations=3")
@@ -690,7 +690,7 @@ def test_resume_refuses_a_changed_learning_rate_schedule_and_names_the_fix(tmp_p
 
 
 def test_keys_that_may_change_on_resume_are_the_documented_ones(full_run):
-    """Row 14: eval_simulations only changes the evaluation, so it may change; a
+    """eval_simulations only changes the evaluation, so it may change; a
     learner key may not; docs/training.md and the config docstring name the same keys."""
     saved = full_run["config"]
     per_iteration = shared_trainer().algorithm.updates_per_iteration
@@ -708,8 +708,8 @@ def test_keys_that_may_change_on_resume_are_the_documented_ones(full_run):
 
 
 def test_resume_without_a_checkpoint_is_an_error_not_a_new_run(tmp_path, capsys):
-    """Row 13: --resume with a missing run_dir, an empty one, or one holding only the
-    files of a run stopped before its first checkpoint."""
+    """--resume with a missing run_dir, an empty one, or one holding only the files of a
+    run stopped before its first checkpoint is one line and exit code 2, not a new run."""
     cli = _import_cli("train")
     base = ["--config", str(tiny_training.TINY), "--set", "tensorboard=false", "--resume"]
     missing = tmp_path / "missing"
@@ -723,7 +723,7 @@ def test_resume_without_a_checkpoint_is_an_error_not_a_new_run(tmp_path, capsys)
 
 
 def test_unusable_run_dirs_end_in_one_line_and_exit_code_2(tmp_path, capsys):
-    """Row 10: run_dir a file, below a file, or not writable."""
+    """A run_dir that is a file, below a file, or not writable: one line and exit code 2."""
     cli = _import_cli("train")
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
@@ -744,7 +744,7 @@ def test_unusable_run_dirs_end_in_one_line_and_exit_code_2(tmp_path, capsys):
 
 
 def test_metrics_file_keeps_whole_lines_only(tmp_path, monkeypatch):
-    """Row 9 (and 3): a failed append (full disk) leaves the file as it was, never half
+    """A failed append (full disk) leaves the file as it was, never half
     a line; a resume cuts the file back to the checkpoint's iteration and drops a
     partial last line; read_jsonl skips such a line."""
     path = tmp_path / "metrics.jsonl"
@@ -773,7 +773,7 @@ def test_metrics_file_keeps_whole_lines_only(tmp_path, monkeypatch):
 
 
 def test_a_damaged_line_in_the_middle_of_metrics_is_named_not_skipped(tmp_path, capsys):
-    """Issue 21 row 17: a line that is not a JSON record, other than a partial last one:
+    """A line that is not a JSON record, other than a partial last one:
     read_jsonl names file and line; a resume that drops it says so."""
     path = tmp_path / "metrics.jsonl"
     for garbage in ("\x00\x00\x00\x00", "42", "[1, 2]", "garbage {"):
@@ -789,7 +789,7 @@ def test_a_damaged_line_in_the_middle_of_metrics_is_named_not_skipped(tmp_path, 
 
 
 def test_library_chatter_goes_to_the_run_log_not_the_terminal(tmp_path, capfd):
-    """Issue 21 row 3: orbax/asyncio logs, a background thread's exception and an
+    """Orbax/asyncio logs, a background thread's exception and an
     "Exception ignored" report go to library.log; the terminal keeps the command's line."""
     import gc
     import logging
@@ -821,7 +821,7 @@ def test_library_chatter_goes_to_the_run_log_not_the_terminal(tmp_path, capfd):
 
 
 def test_resumed_tensorboard_hides_the_iterations_that_run_again(tmp_path, monkeypatch):
-    """Row 3 for TensorBoard: its ``purge_step`` hides events of the re-run iterations."""
+    """A resumed run's TensorBoard events: ``purge_step`` hides those of the re-run iterations."""
     import tensorboardX
 
     seen = {}
@@ -842,7 +842,7 @@ def test_resumed_tensorboard_hides_the_iterations_that_run_again(tmp_path, monke
 
 
 def test_an_interrupt_raised_by_a_hook_is_logged_before_it_is_checkpointed(tmp_path):
-    """Row 4 in process: the iteration whose hook raised is logged, then saved."""
+    """An interrupt raised by a hook: the iteration whose hook raised is logged, then saved."""
     config = tiny_training.tiny_config(tmp_path / "run")
 
     def ctrl_c(loop, iteration, metrics):
@@ -861,7 +861,7 @@ def _import_cli(name: str):
 
 
 def test_the_progress_bar_says_compiling_with_the_seconds_so_far():
-    """Point 2 of issue 14: while the bar would sit at 0, it says what is compiling and
+    """While the bar would sit at 0, it says what is compiling and
     for how long (rich redraws it from its own thread, so the seconds tick)."""
     from beastybar_jax.training.metrics import _StatusColumn
 

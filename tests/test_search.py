@@ -269,66 +269,6 @@ def test_search_only_sees_what_the_mover_knows(searchers, network_params):
         jax.tree.map(np.testing.assert_array_equal, out, twin_out)
 
 
-def test_the_value_of_information_diagnostic_sees_the_hidden_cards(capsys):
-    """``experiments/value_of_information.py`` breaks the rule above on purpose. Seeing
-    "all", its worlds are the true states; seeing the "hand", they hold both true hands
-    and each true deck's cards in a new order, the rest of the state unchanged; seeing
-    "half", at least two of the opponent's true cards; its agents search those worlds. Only a searching agent can be built so; another spec, or a bad
-    ``--sights``, is one line and exit code 2."""
-    import value_of_information  # experiments/
-
-    from beastybar_jax.agents import AgentSpecError
-
-    states = random_positions(seed=3, finished=0)
-    key = jax.random.key(7)
-    twice = lambda x: np.repeat(np.asarray(x), 2, axis=0)  # noqa: E731  (two worlds per state)
-    worlds = {sight: compile_fast(lambda s, k: sample_worlds(value_of_information.seeing_game(GAME, sight), s, k, 2),
-                                  states, key)(states, key) for sight in ("half", "hand", "all")}
-    jax.tree.map(np.testing.assert_array_equal, worlds["all"], jax.tree.map(twice, states))
-    hand_world = worlds["hand"]
-    jax.tree.map(np.testing.assert_array_equal, hand_world.replace(deck=twice(states.deck)),
-                 jax.tree.map(twice, states))  # all but the decks: the true state, both hands included
-    true_decks, drawn = twice(states.deck), np.asarray(hand_world.deck)
-    np.testing.assert_array_equal(np.sort(drawn, axis=-1), np.sort(true_decks, axis=-1))
-    np.testing.assert_array_equal(drawn >= 0, true_decks >= 0)  # the empty slots stay at the back
-    movers = twice(states.current_player)
-    for side in (movers, 1 - movers):  # the mover's deck and the opponent's are both drawn anew
-        rows = np.arange(len(movers))
-        assert not np.array_equal(drawn[rows, side], true_decks[rows, side])
-
-    # Seeing half the hand: the mover's hand and each side's unseen cards are kept, and at
-    # least two of the opponent's cards (all of them where they hold two or fewer) are theirs.
-    half = worlds["half"]
-    rows = np.arange(len(movers))
-    unseen = lambda world, side: np.asarray(world.hand)[rows, side] | np.stack([  # noqa: E731
-        np.isin(np.arange(C.NUM_SPECIES), np.asarray(world.deck)[r, side[r]]) for r in rows])
-    true_states = jax.tree.map(twice, states)
-    np.testing.assert_array_equal(np.asarray(half.hand)[rows, movers], np.asarray(true_states.hand)[rows, movers])
-    for side in (movers, 1 - movers):
-        np.testing.assert_array_equal(unseen(half, side), unseen(true_states, side))
-    true_hand, drawn_hand = np.asarray(true_states.hand)[rows, 1 - movers], np.asarray(half.hand)[rows, 1 - movers]
-    np.testing.assert_array_equal(drawn_hand.sum(-1), true_hand.sum(-1))
-    assert np.all((true_hand & drawn_hand).sum(-1) >= np.minimum(2, true_hand.sum(-1)))
-    assert np.any((true_hand & drawn_hand).sum(-1) < true_hand.sum(-1))  # the rest is drawn
-
-    # The agents search the worlds of the game they were built for.
-    traced = []
-    noting = GAME._replace(sample_world=lambda s, p, k: (traced.append(True), GAME.sample_world(s, p, k))[1])
-    agent = value_of_information.seeing_agent("mcts-2", noting, "hand")
-    assert agent.name == "mcts-2 seeing the hand"
-    jax.eval_shape(agent.act_batch, states, jax.random.split(key, BATCH))
-    assert traced
-
-    with pytest.raises(AgentSpecError, match="does not search"):
-        value_of_information.seeing_agent("heuristic", GAME, "hand")
-    assert value_of_information.main(["--agent", "champion"]) == 2
-    assert "does not search" in capsys.readouterr().err
-    for sights in ("fair,fair", "fair,none"):
-        with pytest.raises(SystemExit) as stop:
-            value_of_information.parse_args(["--agent", "champion@sims=2", "--sights", sights])
-        assert stop.value.code == 2 and "--sights" in capsys.readouterr().err
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("algorithm", sorted(CONFIGS))
 @pytest.mark.parametrize("add_noise", [True, False])

@@ -166,10 +166,10 @@ def test_the_game_bundle_is_complete_and_registered():
     assert get_game("tictactoe") is GAME
     required = [field for field in Game._fields if field not in Game._field_defaults]
     assert all(getattr(GAME, field) is not None for field in required)
-    assert None not in (GAME.observation_tokens, GAME.render_state, GAME.render_action)  # optional, provided
-    assert GAME.num_actions == len(GAME.action_names) == 9
+    assert None not in (GAME.tokens, GAME.ui.render_state, GAME.ui.render_action)  # optional, provided
+    assert GAME.num_actions == len(GAME.ui.action_names) == 9
     assert GAME.observation_size == OBSERVATION_SIZE and GAME.max_game_length == 9 and GAME.num_players == 2
-    start, tokens, features = GAME.observation_tokens
+    start, tokens, features = GAME.tokens
     assert start + tokens * features <= GAME.observation_size and tokens == 9
     state = GAME.init(jax.random.key(0))
     assert GAME.observe(state, 0).shape == (GAME.observation_size,)

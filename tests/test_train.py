@@ -85,7 +85,6 @@ def test_exact_policy_weight_weighs_the_policy_loss_of_exactly_labelled_position
     """``alphazero.exact_policy_weight``: the policy loss is the cross-entropy's mean over
     the batch weighted by it where ``Records.exact`` (1 elsewhere), recomputed here from
     the network's own logits."""
-    import dataclasses
 
     state, config = full_run["state"], full_run["config"]
     network, params = tiny_training.trainer().network, state.params
@@ -97,7 +96,7 @@ def test_exact_policy_weight_weighs_the_policy_loss_of_exactly_labelled_position
     log_policy = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
     cross_entropy = -np.sum(np.asarray(batch.policy) * np.where(batch.legal_mask, log_policy, 0.0), axis=-1)
     for weight in (1.0, 4.0):
-        az = dataclasses.replace(config.alphazero, exact_policy_weight=weight)
+        az = config.alphazero.replace(exact_value_targets=True, exact_policy_weight=weight)
         _, metrics = loss_fn(params, network, batch, az, config.network.aux_score_head)
         weights = np.where(np.asarray(batch.exact), weight, 1.0)
         np.testing.assert_allclose(float(metrics["policy_loss"]), np.sum(weights * cross_entropy) / weights.sum(),

@@ -1,5 +1,5 @@
 """The baseline every game has: ``random``, uniformly random legal moves. A game's own
-baselines (Beasty Bar's ``greedy`` and heuristics) come with its :class:`Game` (``Game.agents``)."""
+baselines (Beasty Bar's ``greedy`` and heuristics) come with its :class:`Game` (``Game.agents.baselines``)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ Specs::
                                            search config, with these overrides)
     champion[@sims=<N>][@worlds=<K>][@algo=gumbel|puct]
                                            Beasty Bar only: the network shipped in the
-                                           package (Game.networks, read by
+                                           package (Game.agents.networks, read by
                                            beastybar_jax.checkpoint.load_exported),
                                            raw or with search like checkpoint:<path>
     solver+<agent>                         Beasty Bar only: exact endgame play where the
@@ -45,12 +45,12 @@ from beastybar_jax import checkpoint
 from beastybar_jax.games import GAME_NAMES, Game, get_game
 
 _GENERIC = ("random", "mcts-<N>", "checkpoint:<path>", "checkpoint:<path>@sims=<N>")
-# Every game's own agents, wrappers and shipped networks, by name (Game.agents,
-# Game.agent_wrappers, Game.networks).
+# Every game's own agents, wrappers and shipped networks, by name (Game.agents: baselines,
+# wrappers, networks).
 AGENT_NAMES = tuple(dict.fromkeys(
-    [*_GENERIC[:1], *(n for g in GAME_NAMES for n, _ in get_game(g).agents), *_GENERIC[1:],
-     *(f"{n}+<agent>" for g in GAME_NAMES for n, _ in get_game(g).agent_wrappers),
-     *(name for g in GAME_NAMES for n, _ in get_game(g).networks for name in (n, f"{n}@sims=<N>"))]))
+    [*_GENERIC[:1], *(n for g in GAME_NAMES for n, _ in get_game(g).agents.baselines), *_GENERIC[1:],
+     *(f"{n}+<agent>" for g in GAME_NAMES for n, _ in get_game(g).agents.wrappers),
+     *(name for g in GAME_NAMES for n, _ in get_game(g).agents.networks for name in (n, f"{n}@sims=<N>"))]))
 
 
 def _game(game: Game | str) -> Game:
@@ -58,21 +58,21 @@ def _game(game: Game | str) -> Game:
 
 
 def default_opponent(game: Game | str = "beastybar") -> str:
-    """The registry name of the game's strongest baseline (``Game.default_opponent``)."""
-    return _game(game).default_opponent
+    """The registry name of the game's strongest baseline (``Game.agents.default_opponent``)."""
+    return _game(game).agents.default_opponent
 
 
 def agent_names(game: Game | str = "beastybar") -> tuple[str, ...]:
     """The registry names that play ``game``."""
     game = _game(game)
-    return (_GENERIC[:1] + tuple(n for n, _ in game.agents) + _GENERIC[1:]
-            + tuple(f"{n}+<agent>" for n, _ in game.agent_wrappers)
-            + tuple(name for n, _ in game.networks for name in (n, f"{n}@sims=<N>")))
+    return (_GENERIC[:1] + tuple(n for n, _ in game.agents.baselines) + _GENERIC[1:]
+            + tuple(f"{n}+<agent>" for n, _ in game.agents.wrappers)
+            + tuple(name for n, _ in game.agents.networks for name in (n, f"{n}@sims=<N>")))
 
 
 def _plays(name: str) -> list[str]:
     """The games that have their own agent ``name`` (a baseline or a shipped network)."""
-    return [g for g in GAME_NAMES if name in dict(get_game(g).agents) or name in dict(get_game(g).networks)]
+    return [g for g in GAME_NAMES if name in dict(get_game(g).agents.baselines) or name in dict(get_game(g).agents.networks)]
 _OPTION = re.compile(r"^(?P<key>[a-z_]+)=(?P<value>[A-Za-z0-9_.\-]+)$")
 _MCTS = re.compile(r"^mcts-(?P<sims>\d+)$")
 _ALGORITHMS = ("gumbel", "puct")
@@ -160,14 +160,14 @@ class SpecInfo:
 
 def _wrapped_agent(spec: str, game: Game, build: bool) -> Agent | SpecInfo:
     head, plus, fallback = spec.partition("+")
-    wrappers = dict(game.agent_wrappers)
+    wrappers = dict(game.agents.wrappers)
     if head not in wrappers:
-        plays = [g for g in GAME_NAMES if head in dict(get_game(g).agent_wrappers)]
+        plays = [g for g in GAME_NAMES if head in dict(get_game(g).agents.wrappers)]
         raise AgentSpecError(f"agent spec {spec!r}: {head}+<agent> plays {', '.join(plays)} only, not {game.name}; "
                              f"agents for {game.name}: {', '.join(agent_names(game))}")
     if not plus or not fallback.strip():
         raise AgentSpecError(f"agent spec {spec!r}: write {head}+<agent> (the agent to play where {head} "
-                             f"does not decide), e.g. {head}+{game.default_opponent}")
+                             f"does not decide), e.g. {head}+{game.agents.default_opponent}")
     inner = _make(fallback.strip(), game, build)
     if not build:
         return inner  # the wrapper analyses and loads as its inner agent does
@@ -206,18 +206,18 @@ def _make(spec: str, game: Game | str | None, build: bool) -> Agent | SpecInfo:
     game = get_game("beastybar") if game is None else _game(game)
     spec = spec.strip()
     head = spec.partition("+")[0]
-    if any(head in dict(get_game(g).agent_wrappers) for g in GAME_NAMES):
+    if any(head in dict(get_game(g).agents.wrappers) for g in GAME_NAMES):
         return _wrapped_agent(spec, game, build)  # <wrapper>+<agent>: the options belong to the inner agent
     base, options = split_options(spec)
 
     if base == "random":
         _check_options(spec, options, ())
         return random_agent(game) if build else SpecInfo(loads_network=False, has_evaluator=False)
-    own = dict(game.agents)
+    own = dict(game.agents.baselines)
     if base in own:
         _check_options(spec, options, ())
         return Agent(base, own[base](), game=game.name) if build else SpecInfo(False, False)
-    if _plays(base) and base not in dict(game.networks):
+    if _plays(base) and base not in dict(game.agents.networks):
         raise AgentSpecError(f"agent {base!r} plays {', '.join(_plays(base))} only, not {game.name}; agents for "
                              f"{game.name}: {', '.join(agent_names(game))}")
 
@@ -234,7 +234,7 @@ def _make(spec: str, game: Game | str | None, build: bool) -> Agent | SpecInfo:
         return mcts_agent(sims, num_determinizations=worlds, algorithm=algorithm, num_playouts=playouts,
                           game=game, name=spec)
 
-    shipped = dict(game.networks)
+    shipped = dict(game.agents.networks)
     if base.startswith("checkpoint:") or base in shipped:
         path = base[len("checkpoint:"):]
         if not path and base not in shipped:
@@ -255,7 +255,7 @@ def _make(spec: str, game: Game | str | None, build: bool) -> Agent | SpecInfo:
             if base not in shipped and not os.path.exists(where):  # as load_agent says it
                 raise checkpoint.CheckpointError(f"no such run directory or checkpoint: {where}")
             return SpecInfo(loads_network=True, has_evaluator=True)
-        if base in shipped:  # a network shipped with the game (Game.networks): files in the package
+        if base in shipped:  # a network shipped with the game (Game.agents.networks): files in the package
             model = checkpoint.load_exported(shipped[base])
         else:
             model = checkpoint.load_agent(path)

@@ -10,7 +10,6 @@ the same search with the network as evaluator.
 
 from __future__ import annotations
 
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -143,4 +142,4 @@ def network_agent(network, params, *, search: SearchConfig | None = None, name: 
 
 def search_config_with(config: SearchConfig, **changes) -> SearchConfig:
     """``config`` with fields replaced (validated by ``SearchConfig``)."""
-    return dataclasses.replace(config, **changes)
+    return config.replace(**changes)

@@ -3,8 +3,10 @@
 Reads top-down like PureJaxRL::
 
     iteration(state, key):
-        selfplay.play_moves     # lax.scan over moves: search, act, record, label, insert
-        lax.cond(buffer ready,  # lax.scan over updates_per_iteration optimizer steps
+        selfplay.play_moves       # lax.scan over moves: search, act, record, step
+        exact_targets.apply       # (alphazero.exact_value_targets) the solver's targets
+        selfplay.insert_finished  # the games that ended, labelled, into the replay buffer
+        lax.cond(buffer ready,    # lax.scan over updates_per_iteration optimizer steps
                  learn, skip)
         -> (state, metrics)
 
@@ -24,15 +26,15 @@ import jax.numpy as jnp
 import optax
 
 from beastybar_jax import search as search_lib
+from beastybar_jax.alphazero import exact_targets, selfplay
 from beastybar_jax.alphazero import replay as replay_lib
-from beastybar_jax.alphazero import selfplay
 from beastybar_jax.config.alphazero import AlphaZeroConfig
 from beastybar_jax.alphazero.loss import loss_fn
 from beastybar_jax.alphazero.replay import ReplayBuffer
 from beastybar_jax.network import init_params
-from beastybar_jax.training import sharding
-from beastybar_jax.training.algorithm import Algorithm, unmeasured_game_metrics
-from beastybar_jax.training.optimizer import make_schedule
+from beastybar_jax.learning import sharding
+from beastybar_jax.learning.algorithm import Algorithm, unmeasured_game_metrics
+from beastybar_jax.learning.optimizer import make_schedule
 
 LEARNER_METRICS = ("loss", "policy_loss", "value_loss", "aux_loss", "policy_entropy", "grad_norm")
 
@@ -77,8 +79,7 @@ def init(config, game, network, optimizer, key: jax.Array) -> AlphaZeroState:
     return AlphaZeroState(
         params=params,
         opt_state=optimizer.init(params),
-        selfplay=selfplay.init(game, games_key, config.num_games,
-                               exact_value_targets=config.alphazero.exact_value_targets),
+        selfplay=selfplay.init(game, games_key, config.num_games),
         replay=replay_lib.init(config.alphazero.buffer_size, game.observation_size, game.num_actions),
         rng=jax.random.key_data(key),
         iteration=jnp.zeros((), jnp.int32),
@@ -140,13 +141,16 @@ def make_iteration(config, game, network, optimizer, mesh=None):
     def iteration(state: AlphaZeroState, key: jax.Array):
         selfplay_key, learn_key = jax.random.split(key)
         evaluate = search_lib.network_evaluator(game, network, state.params)
-        games, replay, stats = selfplay.play_moves(
-            game, evaluate, config.search, state.selfplay, state.replay, selfplay_key, az.moves_per_iteration,
+        games, played, stats = selfplay.play_moves(
+            game, evaluate, config.search, state.selfplay, selfplay_key, az.moves_per_iteration,
             temperature=az.temperature, temperature_drop_move=az.temperature_drop_move,
             final_temperature=az.final_temperature, constrain=constrain,
-            exact_value_budget=az.exact_value_budget,
-            exact_policy_targets=az.exact_policy_targets,
         )
+        if az.exact_value_targets:
+            played, games, exact = exact_targets.apply(game, played, games, az.exact_value_budget,
+                                                       az.exact_policy_targets)
+            games = constrain(games)
+        replay = selfplay.insert_finished(game, state.replay, state.selfplay, played)
         ready = (replay.size >= az.min_buffer_size) & (az.updates_per_iteration > 0)
         params, opt_state, learn_metrics = jax.lax.cond(ready, learn, skip, state.params, state.opt_state, replay,
                                                         learn_key)
@@ -163,14 +167,14 @@ def make_iteration(config, game, network, optimizer, mesh=None):
             mean_game_length=stats.finished_game_length / finished,
             draw_rate=stats.draws / finished,
             first_player_score=(stats.first_player_outcome / finished + 1) / 2,
-            positions_inserted=stats.positions_inserted,
+            positions_inserted=stats.finished_game_length,
             target_entropy=stats.policy_target_entropy / stats.moves,
             root_value=stats.root_value / stats.moves,
             buffer_size=replay.size,
             buffer_fill=replay.size / replay.capacity,
         )
         if az.exact_value_targets:
-            metrics["exact_targets"] = stats.exact_targets
+            metrics["exact_targets"] = exact
         new_state = AlphaZeroState(params=params, opt_state=opt_state, selfplay=games, replay=replay, rng=state.rng,
                                    iteration=state.iteration + 1, num_updates=num_updates)
         return new_state, {k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()}

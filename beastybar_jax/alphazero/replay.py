@@ -82,8 +82,10 @@ def init(capacity: int, observation_size: int, num_actions: int) -> ReplayBuffer
     )
 
 
-def insert(buffer: ReplayBuffer, records: Records, valid: jax.Array) -> ReplayBuffer:
-    """Append the valid ones of ``records`` (``[M]``, mask ``valid: bool[M]``) in order.
+def insert(buffer: ReplayBuffer, records: Records, valid: jax.Array, rank: jax.Array | None = None) -> ReplayBuffer:
+    """Append the valid ones of ``records`` (``[M]``, mask ``valid: bool[M]``) in order: as
+    they come, or (``rank``, ``int32[M]``: ``0 .. count - 1`` over the valid records, each
+    once) in the order of their ranks.
 
     When more than ``capacity`` records are valid only the last ``capacity`` are kept,
     as a ring of that size would. Invalid records leave the buffer untouched.
@@ -91,7 +93,8 @@ def insert(buffer: ReplayBuffer, records: Records, valid: jax.Array) -> ReplayBu
     capacity = buffer.capacity
     valid = valid.astype(bool)
     count = jnp.sum(valid, dtype=jnp.int32)
-    rank = jnp.cumsum(valid, dtype=jnp.int32) - 1  # position among the valid records
+    if rank is None:
+        rank = jnp.cumsum(valid, dtype=jnp.int32) - 1  # position among the valid records
     keep = valid & (rank >= count - capacity)
     slots = jnp.where(keep, (buffer.write_index + rank) % capacity, capacity)  # capacity = out of bounds: dropped
     new_records = jax.tree.map(

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
-import math
+from typing import Annotated, ClassVar
 
-from beastybar_jax.validation import check, check_at_least, check_finite_nonnegative
+from pydantic import Field, model_validator
+
+from beastybar_jax.validation import ConfigModel, Float, Int, check
+
+Count = Annotated[Int, Field(ge=1)]
+Weight = Annotated[Float, Field(ge=0, allow_inf_nan=False)]
 
 
-@dataclasses.dataclass(frozen=True)
-class AlphaZeroConfig:
+class AlphaZeroConfig(ConfigModel):
     """Self-play with search (the run's shared ``search:`` section), a replay buffer and
     SGD on search targets.
 
@@ -32,7 +35,7 @@ class AlphaZeroConfig:
     score-margin MSE when the network's aux head is on).
 
     Exact targets: with ``exact_value_targets`` the value target of every position
-    the game's solver can solve (``Game.exact_values``; Beasty Bar: the endgame
+    the game's solver can solve (``Game.solver.exact_values``; Beasty Bar: the endgame
     with nothing hidden, :mod:`beastybar_jax.games.beastybar.endgame`) is its game-theoretic
     result for the player to move (+1 / 0 / -1) instead of the game's outcome. The
     positions of each iteration are solved together, inside the compiled
@@ -41,57 +44,51 @@ class AlphaZeroConfig:
     outcome as target). The score-margin target is unchanged. With
     ``exact_policy_targets`` (needs ``exact_value_targets``) a solved position's
     policy target is also the search's target restricted to the moves that keep its
-    exact result (``Game.exact_actions``), renormalized (uniform over them where the
+    exact result (``Game.solver.exact_actions``), renormalized (uniform over them where the
     search gave them no weight). ``exact_policy_weight`` (needs ``exact_value_targets``)
     weighs the policy loss of the positions with exact targets against 1 for the
     others; the loss stays a weighted mean, so it shifts the policy's attention to the
     solved endgames without changing its scale beside the value loss.
     """
 
-    # self-play
-    moves_per_iteration: int = 24
-    temperature: float = 1.0
-    temperature_drop_move: int = 8
-    final_temperature: float = 0.0
-    # replay
-    buffer_size: int = 262_144
-    min_buffer_size: int = 16_384
-    # learning
-    batch_size: int = 1024
-    updates_per_iteration: int = 32
-    value_loss_weight: float = 1.0
-    aux_loss_weight: float = 0.25  # used when network.aux_score_head is on
-    exact_value_targets: bool = False  # value target = the solver's result where it has one
-    exact_value_budget: int = 500  # solver loop iterations per training iteration (0: no limit)
-    exact_policy_targets: bool = False  # policy target = search target on the solver's result-keeping moves
-    exact_policy_weight: float = 1.0  # policy-loss weight of positions with exact targets (others: 1)
+    location: ClassVar[str] = "alphazero"
 
-    def validate(self, *, num_games: int, max_game_length: int, prefix: str = "alphazero.") -> None:
-        """Raise ``ConfigError`` naming the key and the fix for an impossible value."""
-        k = lambda name: prefix + name  # noqa: E731
-        check_at_least(self.moves_per_iteration, 1, k("moves_per_iteration"))
-        check(self.temperature >= 0, k("temperature"), f"must be >= 0 (0 = the search's choice), got {self.temperature}")
-        check(self.final_temperature >= 0, k("final_temperature"), f"must be >= 0, got {self.final_temperature}")
-        check_at_least(self.temperature_drop_move, 0, k("temperature_drop_move"))
-        check_at_least(self.buffer_size, 1, k("buffer_size"))
-        check_at_least(self.min_buffer_size, 1, k("min_buffer_size"))
-        check(self.min_buffer_size <= self.buffer_size, k("min_buffer_size"),
+    # self-play
+    moves_per_iteration: Count = 24
+    temperature: Annotated[Float, Field(ge=0, allow_inf_nan=False, description="0 = the search's choice")] = 1.0
+    temperature_drop_move: Annotated[Int, Field(ge=0)] = 8
+    final_temperature: Annotated[Float, Field(ge=0, allow_inf_nan=False)] = 0.0
+    # replay
+    buffer_size: Count = 262_144
+    min_buffer_size: Count = 16_384
+    # learning
+    batch_size: Count = 1024
+    updates_per_iteration: Annotated[Int, Field(ge=0)] = 32
+    value_loss_weight: Weight = 1.0
+    aux_loss_weight: Weight = 0.25  # used when network.aux_score_head is on
+    exact_value_targets: bool = False  # value target = the solver's result where it has one
+    exact_value_budget: Annotated[Int, Field(ge=0, description="0 = no limit")] = 500  # solver loop iterations per training iteration
+    exact_policy_targets: bool = False  # policy target = search target on the solver's result-keeping moves
+    # policy-loss weight of positions with exact targets (others: 1)
+    exact_policy_weight: Annotated[Float, Field(gt=0, allow_inf_nan=False,
+                                                description="1: weighed like every other position")] = 1.0
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        check(self.min_buffer_size <= self.buffer_size, self.key("min_buffer_size"),
               f"({self.min_buffer_size}) must not exceed buffer_size ({self.buffer_size}), or training never "
               f"starts: lower min_buffer_size or raise buffer_size")
-        check(self.buffer_size >= num_games * max_game_length, k("buffer_size"),
+        check(not self.exact_policy_targets or self.exact_value_targets, self.key("exact_policy_targets"),
+              "needs exact_value_targets: true (the same solve gives both)")
+        check(self.exact_policy_weight == 1.0 or self.exact_value_targets, self.key("exact_policy_weight"),
+              f"({self.exact_policy_weight}) weighs positions with exact targets: it needs exact_value_targets: true")
+        return self
+
+    def validate_run(self, *, num_games: int, max_game_length: int) -> None:
+        """Raise ``ConfigError`` for what the run's ``num_games`` and game make impossible."""
+        check(self.buffer_size >= num_games * max_game_length, self.key("buffer_size"),
               f"({self.buffer_size}) must hold at least one finished game per slot, num_games * the game's longest "
               f"game ({max_game_length} turns) = {num_games * max_game_length}: raise buffer_size or lower num_games")
-        check_at_least(self.batch_size, 1, k("batch_size"))
-        check_at_least(self.updates_per_iteration, 0, k("updates_per_iteration"))
-        check_at_least(self.exact_value_budget, 0, k("exact_value_budget"), " (0 = no limit)")
-        check(not self.exact_policy_targets or self.exact_value_targets, k("exact_policy_targets"),
-              "needs exact_value_targets: true (the same solve gives both)")
-        for name in ("value_loss_weight", "aux_loss_weight"):
-            check_finite_nonnegative(getattr(self, name), k(name))
-        check(math.isfinite(self.exact_policy_weight) and self.exact_policy_weight > 0, k("exact_policy_weight"),
-              f"must be a finite number > 0 (1: weighed like every other position), got {self.exact_policy_weight}")
-        check(self.exact_policy_weight == 1.0 or self.exact_value_targets, k("exact_policy_weight"),
-              f"({self.exact_policy_weight}) weighs positions with exact targets: it needs exact_value_targets: true")
 
     def split_keys(self) -> tuple[str, ...]:
         """Keys whose values are split over devices (must divide by the device count)."""

@@ -10,17 +10,21 @@ a select run), so a 10% share of heuristic games would cost as much as 100%.
 
 from __future__ import annotations
 
-import dataclasses
 import math
+from typing import Annotated, ClassVar
 
-from beastybar_jax.validation import ConfigError, check, check_at_least, check_finite_nonnegative
+from pydantic import Field, model_validator
+
+from beastybar_jax.validation import ConfigError, ConfigModel, Float, Int, Names, Numbers, check
 
 SELF = "self"
 POOL = "pool"
+Count = Annotated[Int, Field(ge=1)]
+Weight = Annotated[Float, Field(ge=0, allow_inf_nan=False)]
+Fraction = Annotated[Float, Field(ge=0, le=1)]
 
 
-@dataclasses.dataclass(frozen=True)
-class PPOConfig:
+class PPOConfig(ConfigModel):
     """Proximal policy optimization on rollouts of the current policy.
 
     Rollouts: the run's ``num_games`` games are played side by side; each iteration
@@ -51,23 +55,25 @@ class PPOConfig:
     network also serves as a search evaluator.
     """
 
+    location: ClassVar[str] = "ppo"
+
     # rollouts
-    rollout_length: int = 32
+    rollout_length: Count = 32
     # opponents
-    opponents: tuple[str, ...] = (SELF, POOL)
-    opponent_weights: tuple[float, ...] = (0.75, 0.25)
-    pool_size: int = 4
-    pool_refresh_every: int = 10
+    opponents: Names = (SELF, POOL)
+    opponent_weights: Numbers = (0.75, 0.25)
+    pool_size: Count = 4
+    pool_refresh_every: Count = 10
     opponent: str = ""  # an agent spec: train a best response to that agent alone
     # learning
-    num_epochs: int = 4
-    num_minibatches: int = 4
-    gamma: float = 1.0
-    gae_lambda: float = 0.95
-    clip_epsilon: float = 0.2
-    value_loss_weight: float = 0.5
-    entropy_weight: float = 0.01
-    aux_loss_weight: float = 0.25  # used when network.aux_score_head is on
+    num_epochs: Count = 4
+    num_minibatches: Count = 4
+    gamma: Fraction = 1.0
+    gae_lambda: Fraction = 0.95
+    clip_epsilon: Annotated[Float, Field(gt=0, allow_inf_nan=False, description="e.g. 0.2")] = 0.2
+    value_loss_weight: Weight = 0.5
+    entropy_weight: Weight = 0.01
+    aux_loss_weight: Weight = 0.25  # used when network.aux_score_head is on
     normalize_advantages: bool = True
 
     @property
@@ -97,30 +103,15 @@ class PPOConfig:
                 counts[1 if i == 0 else 0] += freed
         return tuple((kind, n) for kind, n in zip(self.opponents, counts) if n > 0)
 
-    def validate(self, *, num_games: int, max_game_length: int, prefix: str = "ppo.") -> None:
-        """Raise ``ConfigError`` naming the key and the fix for an impossible value."""
-        k = lambda name: prefix + name  # noqa: E731
-        check_at_least(self.rollout_length, 1, k("rollout_length"))
-        check_at_least(self.num_epochs, 1, k("num_epochs"))
-        check_at_least(self.num_minibatches, 1, k("num_minibatches"))
-        moves = num_games * self.rollout_length
-        check(moves % self.num_minibatches == 0, k("num_minibatches"),
-              f"({self.num_minibatches}) must divide the moves of a rollout, num_games x rollout_length = {moves}, "
-              f"into equal minibatches: use a divisor of {moves}")
-        check(0 <= self.gamma <= 1, k("gamma"), f"must be in [0, 1], got {self.gamma}")
-        check(0 <= self.gae_lambda <= 1, k("gae_lambda"), f"must be in [0, 1], got {self.gae_lambda}")
-        check(math.isfinite(self.clip_epsilon) and self.clip_epsilon > 0, k("clip_epsilon"),
-              f"must be a positive number (e.g. 0.2), got {self.clip_epsilon}")
-        for name in ("value_loss_weight", "entropy_weight", "aux_loss_weight"):
-            check_finite_nonnegative(getattr(self, name), k(name))
-        check_at_least(self.pool_size, 1, k("pool_size"))
-        check_at_least(self.pool_refresh_every, 1, k("pool_refresh_every"))
+    @model_validator(mode="after")
+    def _opponents_listed(self):
+        k = self.key
         if self.exploiter:
             check(self.opponent not in (SELF, POOL), k("opponent"),
                   f"must be a frozen agent spec such as heuristic or checkpoint:runs/x, got {self.opponent!r} "
                   f"(self-play and the pool belong in ppo.opponents)")
-            return
-        check(len(self.opponents) >= 1 and all(isinstance(o, str) and o for o in self.opponents), k("opponents"),
+            return self
+        check(len(self.opponents) >= 1 and all(o for o in self.opponents), k("opponents"),
               "must be a list of opponent kinds: self, pool or agent specs such as heuristic")
         check(len(set(self.opponents)) == len(self.opponents), k("opponents"),
               f"lists a kind twice: {list(self.opponents)}; give each kind once with its weight")
@@ -128,6 +119,17 @@ class PPOConfig:
               f"needs one weight per entry of ppo.opponents ({len(self.opponents)}), got {len(self.opponent_weights)}")
         check(all(math.isfinite(w) and w >= 0 for w in self.opponent_weights) and sum(self.opponent_weights) > 0,
               k("opponent_weights"), f"must be numbers >= 0 with a positive sum, got {list(self.opponent_weights)}")
+        return self
+
+    def validate_run(self, *, num_games: int, max_game_length: int) -> None:
+        """Raise ``ConfigError`` for what the run's ``num_games`` makes impossible."""
+        k = self.key
+        moves = num_games * self.rollout_length
+        check(moves % self.num_minibatches == 0, k("num_minibatches"),
+              f"({self.num_minibatches}) must divide the moves of a rollout, num_games x rollout_length = {moves}, "
+              f"into equal minibatches: use a divisor of {moves}")
+        if self.exploiter:
+            return
         slots = dict(self.opponent_slots(num_games))
         check(slots.get(POOL, 0) % self.pool_size == 0, "num_games",
               f"({num_games}) must be a multiple of ppo.pool_size ({self.pool_size}) when the pool is the only "
@@ -137,7 +139,8 @@ class PPOConfig:
                 need = f" (and the pool needs a multiple of pool_size = {self.pool_size})" if kind == POOL else ""
                 raise ConfigError(
                     f"config key {k('opponent_weights')!r} gives {kind!r} a share of {weight} but num_games = "
-                    f"{num_games} leaves it no game slot{need}: raise num_games or that weight, or drop the kind")
+                    f"{num_games} leaves it no game slot{need}: raise num_games or that weight, or drop the kind",
+                    key=k("opponent_weights"))
 
     def split_keys(self) -> tuple[str, ...]:
         """Keys whose values are split over devices (must divide by the device count):

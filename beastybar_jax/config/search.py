@@ -1,21 +1,24 @@
 """The ``search:`` config section, shared by AlphaZero's self-play, training-time
-evaluation (``eval_simulations``) and search agents: a plain frozen dataclass that
-checks its own values (the only place they are checked). Imports nothing but
-:mod:`dataclasses`, :mod:`math` and :mod:`numbers`."""
+evaluation (``eval_simulations``) and search agents: a frozen model that checks its own
+values (the only place they are checked). Imports nothing of the package but
+:mod:`beastybar_jax.validation`."""
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import numbers
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field
+
+from beastybar_jax.validation import ConfigModel, Float, Int
 
 ALGORITHMS = ("gumbel", "puct")
 DEPTH_MARGIN = 2
 """Levels below a finished game that a walk of up to 992 (= 31 + 31**2) simulations can reach."""
+Positive = Annotated[Int, Field(ge=1)]
+Nonnegative = Annotated[Float, Field(ge=0, allow_inf_nan=False)]
 
 
-@dataclasses.dataclass(frozen=True)
-class SearchConfig:
+class SearchConfig(ConfigModel):
     """Which mctx policy to run and its parameters.
 
     Attributes:
@@ -37,43 +40,17 @@ class SearchConfig:
         simulation, so the bound is also its cost.
     """
 
-    algorithm: str = "gumbel"
-    num_simulations: int = 32
-    num_determinizations: int = 1
-    max_num_considered_actions: int = 16
-    gumbel_scale: float = 1.0
-    pb_c_init: float = 1.25
-    pb_c_base: float = 19652.0
-    dirichlet_alpha: float = 0.3
-    dirichlet_fraction: float = 0.25
-    value_scale: float = 0.1
-    maxvisit_init: float = 50.0
-    max_depth: int | None = None
+    location: ClassVar[str] = "search"
 
-    def __post_init__(self):
-        for field in dataclasses.fields(self):  # numpy scalars as the plain numbers they are
-            value = getattr(self, field.name)
-            if isinstance(value, numbers.Integral) and not isinstance(value, int):  # np.int64
-                object.__setattr__(self, field.name, int(value))
-            elif isinstance(value, numbers.Real) and not isinstance(value, (int, float)):  # np.float32
-                object.__setattr__(self, field.name, float(value))
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"search.algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
-        for name in ("num_simulations", "num_determinizations", "max_num_considered_actions"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"search.{name} must be a positive integer, got {value!r}")
-        if self.max_depth is not None and (isinstance(self.max_depth, bool) or not isinstance(self.max_depth, int)
-                                           or self.max_depth < 1):
-            raise ValueError(f"search.max_depth must be a positive integer or null (the game's length), "
-                             f"got {self.max_depth!r}")
-        for name in ("gumbel_scale", "pb_c_init", "pb_c_base", "dirichlet_alpha", "value_scale", "maxvisit_init"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"search.{name} must be a finite number >= 0, got {value!r}")
-        if self.pb_c_base <= 0:  # PUCT divides by it
-            raise ValueError(f"search.pb_c_base must be > 0, got {self.pb_c_base!r}")
-        if self.dirichlet_alpha <= 0:
-            raise ValueError(f"search.dirichlet_alpha must be > 0, got {self.dirichlet_alpha!r}")
-        if not 0.0 <= self.dirichlet_fraction <= 1.0:
-            raise ValueError(f"search.dirichlet_fraction must be in [0, 1], got {self.dirichlet_fraction!r}")
+    algorithm: Literal["gumbel", "puct"] = "gumbel"
+    num_simulations: Positive = 32
+    num_determinizations: Positive = 1
+    max_num_considered_actions: Positive = 16
+    gumbel_scale: Nonnegative = 1.0
+    pb_c_init: Nonnegative = 1.25
+    pb_c_base: Annotated[Float, Field(gt=0, allow_inf_nan=False, description="PUCT divides by it")] = 19652.0
+    dirichlet_alpha: Annotated[Float, Field(gt=0, allow_inf_nan=False)] = 0.3
+    dirichlet_fraction: Annotated[Float, Field(ge=0, le=1)] = 0.25
+    value_scale: Nonnegative = 0.1
+    maxvisit_init: Nonnegative = 50.0
+    max_depth: Positive | None = None

@@ -1,7 +1,8 @@
 """Games: the :class:`Game` record, the registry, and one room per game.
 
-- :mod:`~beastybar_jax.games.base`: :class:`Game`, :class:`TokenLayout`, :class:`Yardstick`,
-  :class:`AfterstateLists` and the input checks (``as_action``, ``as_player``) every game shares;
+- :mod:`~beastybar_jax.games.base`: :class:`Game` and its capability records (:class:`UI`,
+  :class:`Agents`, :class:`Solver`, :class:`Afterstates`, :class:`TokenLayout`), the step
+  protocol and the input checks (``as_action``, ``as_player``) every game shares;
 - :mod:`~beastybar_jax.games.choice`, :mod:`~beastybar_jax.games.text`,
   :mod:`~beastybar_jax.games.minimax`: what every game may use beyond its rules (random
   choices among moves, action names and text renderers from a few primitives, perfect play
@@ -14,8 +15,8 @@
 Layers above know only :class:`Game`.
 """
 
-from beastybar_jax.games.base import (GAME_NAMES, AfterstateLists, Game, GameInputError, TokenLayout,
-                                      UnknownGameError, Yardstick, as_action, as_player)
+from beastybar_jax.games.base import (GAME_NAMES, UI, AfterstateLists, Afterstates, Agents, Game, GameInputError,
+                                      Solver, TokenLayout, UnknownGameError, Yardstick, as_action, as_player)
 
 
 def get_game(name: str) -> Game:
@@ -31,5 +32,5 @@ def get_game(name: str) -> Game:
 
     return registered(name)
 
-__all__ = ["GAME_NAMES", "AfterstateLists", "Game", "GameInputError", "TokenLayout", "UnknownGameError", "Yardstick", "as_action",
-           "as_player", "get_game"]
+__all__ = ["GAME_NAMES", "UI", "AfterstateLists", "Afterstates", "Agents", "Game", "GameInputError", "Solver",
+           "TokenLayout", "UnknownGameError", "Yardstick", "as_action", "as_player", "get_game"]

@@ -1,8 +1,25 @@
-"""The game interface: the :class:`Game` record and the input checks every game shares.
+"""The game interface: the :class:`Game` record, the step protocol and the input checks
+every game shares.
 
 Everything above the game layer (search, self-play, the learners, agents, the arena,
 checkpoints and the command lines) takes a :class:`Game`: a bundle of pure functions
-over a small state, pgx-style. Each game lives in its own room under
+over a small state, pgx-style. Its core is what every layer needs (the rules, what a
+player observes, the worlds a player may imagine); what only some layers use comes in
+optional capability records that a layer asks for by name (``game.solver``,
+``game.afterstates``, ``game.has("solver.exact_values")``):
+
+- :class:`UI`: names, text and the table a person sees (``play.py``, the web app);
+- :class:`Agents`: the game's own agents and shipped networks (the agents registry);
+- :class:`Solver`: exact play (the web app's analysis, ``evaluate.py --decided``,
+  AlphaZero's exact targets, the yardstick of solved positions);
+- :class:`Afterstates`: one to three plies of the game's own lookahead, read by the
+  network's afterstate scorer (:mod:`beastybar_jax.afterstate_scorer`);
+- :class:`TokenLayout`: the observation as tokens, for the attention torso.
+
+A game gives its rules as ``play(state, action)`` for a legal action of an unfinished
+game; :meth:`Game.step` wraps them in the protocol every game shares, written once here
+(:func:`protocol_step`, as pgx's ``Env.step``): the action check, the forfeit of an
+illegal action, the frozen finished game. Each game lives in its own room under
 :mod:`beastybar_jax.games` and is registered in :mod:`beastybar_jax.games.registry`.
 """
 
@@ -27,10 +44,101 @@ class TokenLayout(NamedTuple):
     features: int
 
 
+class UI(NamedTuple):
+    """What a person sees (``play.py``, the web app, notebooks). Every field is optional:
+    a game without them is shown by action ids and its state's text.
+
+    Attributes:
+      action_names: readable action names, index = action id.
+      render_state: ``render_state(state, viewer or None) -> str``; ``viewer`` hides what
+        that player cannot see.
+      render_action: ``render_action(action, state before it or None, viewer or None) -> str``.
+      describe_move: ``describe_move(state before, state after, action, viewer) -> str``:
+        what the move did, told from viewer's side (None: ``play.py`` shows the table).
+      points: ``points(state) -> int[num_players]`` for games that count points (the
+        final score line). None: only the result is told.
+      table_view: ``table_view(state, viewer or None) -> dict``: the table as JSON with a
+        ``"kind"`` the web page knows how to draw, holding only what ``viewer`` may know
+        (None: a spectator of a finished game). None: the page shows ``render_state``.
+      move_group: ``move_group(action) -> str``: what the player clicks first for
+        ``action`` (moves sharing a group are told apart by a second click). None: one
+        click per move.
+    """
+
+    action_names: tuple = ()
+    render_state: Optional[Callable[..., str]] = None
+    render_action: Optional[Callable[..., str]] = None
+    describe_move: Optional[Callable[..., str]] = None
+    points: Optional[Callable[[Any], Any]] = None
+    table_view: Optional[Callable[[Any, Optional[int]], dict]] = None
+    move_group: Optional[Callable[[int], str]] = None
+
+
+class Agents(NamedTuple):
+    """The game's own agents, for the agents registry (:func:`beastybar_jax.agents.make_agent`);
+    agents that play every game (random, mcts-N, checkpoints) live there.
+
+    Attributes:
+      baselines: ``((registry name, factory() -> act(state, key) -> int32[]), ...)``.
+      wrappers: ``((name, wrap(fallback act) -> act), ...)``: agents built around another
+        agent, asked for as ``"<name>+<agent spec>"`` (Beasty Bar's ``solver+heuristic``);
+        ``wrap(fallback act_batch, batched=True)`` gives the agent's ``act_batch``.
+      networks: trained networks shipped with the game, ``((registry name, directory), ...)``,
+        each directory an exported network (:func:`beastybar_jax.checkpoint.save_exported`),
+        played as ``"<name>"`` or ``"<name>@sims=<N>"`` (Beasty Bar's ``champion``).
+      default_opponent: the registry name of the strongest baseline (evaluation's and
+        ``play.py``'s default).
+    """
+
+    baselines: tuple = ()
+    wrappers: tuple = ()
+    networks: tuple = ()
+    default_opponent: str = "random"
+
+
+class Yardstick(NamedTuple):
+    """Solved positions of a game: ground truth to score an agent's moves against
+    (``Solver.endgame_suite``; for Beasty Bar, :mod:`beastybar_jax.games.beastybar.endgame.suite`).
+
+    ``states``: host states with a leading axis ``[N]``. ``score(actions)``: for one
+    chosen action per position (``int[N]``), ``{metric name: float}`` comparing them
+    with best play (e.g. the share that keeps the game-theoretic result)."""
+
+    states: Any
+    score: Callable[[Any], dict]
+
+
+class Solver(NamedTuple):
+    """Exact play, where the game has a solver.
+
+    Attributes:
+      exact_moves: ``exact_moves(state, key) -> dict`` (jittable): ``"solved"`` (``bool[]``),
+        ``"result"``, ``"margin"`` and per action ``"action_result"``, ``"action_margin"``,
+        ``"action_exact"``, under perfect play, for the player to move (the web app's analysis).
+      exact_applies: ``exact_applies(state) -> bool``: whether ``exact_moves`` solves
+        ``state``, from what both players see.
+      exact_values: ``exact_values(states [N], budget) -> (bool[N] solved, float32[N] value)``:
+        the game-theoretic value, for the player to move, of the positions the solver can
+        solve within ``budget`` (a static work limit; 0: no limit), in the scale of
+        ``rewards``. Pure and jittable (``evaluate.py --decided``, AlphaZero's exact targets).
+      exact_actions: ``exact_actions(states [N], budget) -> (solved, value, bool[N, A] keeps)``:
+        ``exact_values`` plus the legal actions that keep the exact result. Pure and jittable.
+      endgame_suite: ``endgame_suite(num_positions) -> Yardstick``: that many solved
+        positions spread over the game's fixed suite (0: all), for training-time
+        evaluation (``eval_endgames``) and the command lines.
+    """
+
+    exact_moves: Callable[[Any, jax.Array], dict]
+    exact_applies: Callable[[Any], bool]
+    exact_values: Optional[Callable[[Any, int], tuple]] = None
+    exact_actions: Optional[Callable[[Any, int], tuple]] = None
+    endgame_suite: Optional[Callable[[int], Yardstick]] = None
+
+
 @chex.dataclass(frozen=True)
 class AfterstateLists:
     """A batch's afterstate rows as lists without the unused slots
-    (``Game.compact_afterstates``): ``C`` move rows, ``R`` reply rows (``R`` = 0 without
+    (``Afterstates.compact``): ``C`` move rows, ``R`` reply rows (``R`` = 0 without
     replies), ``Q`` answer rows (``Q`` = 0 without answers).
 
     Attributes:
@@ -45,8 +153,7 @@ class AfterstateLists:
       answer_owners: ``int32[Q]`` the reply row answered (``R``: unused row).
       answer_actions: ``int32[Q]`` the answer's action (``A``: unused).
       complete: ``bool[]`` every legal move and reply got its row; where false, the
-        caller must use the per-observation slots (``legal_afterstates``, ``legal_replies``,
-        ``legal_answers``).
+        caller must use the per-observation slots (``legal``, ``replies``, ``answers``).
     """
 
     rows: chex.Array
@@ -61,124 +168,105 @@ class AfterstateLists:
     complete: chex.Array
 
 
-class Yardstick(NamedTuple):
-    """Solved positions of a game: ground truth to score an agent's moves against
-    (``Game.endgame_suite``; for Beasty Bar, :mod:`beastybar_jax.games.beastybar.endgame.suite`).
+class Afterstates(NamedTuple):
+    """One to three plies of the game's own lookahead, as functions of an observation (so
+    they cannot use hidden cards; pure and jittable: the network calls them on its input).
 
-    ``states``: host states with a leading axis ``[N]``. ``score(actions)``: for one
-    chosen action per position (``int[N]``), ``{metric name: float}`` comparing them
-    with best play (e.g. the share that keeps the game-theoretic result)."""
+    Attributes:
+      legal: ``legal(observation float32[O]) -> (float32[K, size], int32[K])``: for each
+        legal action of the player to move (the observer), the result of playing it as far
+        as it is known before playing, and the action's id; ``K`` bounds the number of legal
+        actions, unused rows are zero with id ``A`` (all unused when the observer is not to
+        move).
+      size: ``F``, the floats of one afterstate row.
+      compact: ``compact(observations float32[N, O], C, R, Q) -> AfterstateLists``: the same
+        rows for a batch as lists without the unused ones: the legal moves of all ``N``
+        observations in order, the first ``C`` of them, (``R`` > 0, with ``replies``) the
+        replies to those moves, the first ``R``, and (``Q`` > 0, with ``answers``) the
+        answers to those replies, the first ``Q``. None: the slots only.
+      capacity: ``capacity(N) -> (C, (R, ...))`` or ``(C, (R, ...), ((R, Q), ...))``, with
+        ``compact``: the capacities the scorer asks for, the reply capacities in turn where
+        the lists overflow (then the slots), and for answers the (reply, answer) pairs in turn.
+      replies: a second ply, ``replies(observation) -> (float32[K, R, size], int32[K, R])``:
+        for each move slot, the opponent's legal replies as far as the observer knows them
+        (none where the observer cannot know the opponent's hand); unused rows zero with id ``A``.
+      answers: a third ply, with ``replies``: ``answers(observation) -> (float32[K, R, Q, size],
+        int32[K, R, Q])``: for each reply slot, the observer's legal answers as far as the
+        observer knows them (none where their own next hand is not known).
+    """
 
-    states: Any
-    score: Callable[[Any], dict]
+    legal: Callable[[jax.Array], tuple]
+    size: int
+    compact: Optional[Callable[..., AfterstateLists]] = None
+    capacity: Optional[Callable[[int], tuple]] = None
+    replies: Optional[Callable[[jax.Array], tuple]] = None
+    answers: Optional[Callable[[jax.Array], tuple]] = None
 
 
 class Game(NamedTuple):
-    """The functions search, self-play, the learners, agents and the CLIs need from a game.
+    """A game: the functions search, self-play, the learners, agents and the CLIs need,
+    and the capabilities some of them ask for.
 
-    Every function acts on a single (unbatched) state; vmap them for batches.
-    States must expose ``current_player`` (int), ``terminated`` (bool) and
-    ``rewards`` (``float32[num_players]``, final outcome once terminated).
+    Every function acts on a single (unbatched) state; vmap them for batches. States
+    must expose ``current_player`` (int), ``terminated`` (bool) and ``rewards``
+    (``float32[num_players]``, the final outcome once terminated) and ``replace``
+    (a frozen chex dataclass).
+
+    The core (12 fields):
+      name: the registry name.
+      num_actions: ``A``; observation_size: ``O``; num_players: 2 for the games here.
+      max_game_length: no game lasts more turns; sizes per-game buffers and scans.
+      init: ``init(key) -> state``, a new game.
+      play: ``play(state, action) -> state``, the rules: one legal action of an unfinished
+        game (``action`` an ``int32`` id). Callers use :meth:`step`.
+      observe: ``observe(state, player) -> float32[O]``, what ``player`` sees.
+      legal_action_mask: ``legal_action_mask(state) -> bool[A]``, all False once terminated.
+      sample_world: ``sample_world(state, player, key) -> state``: a world consistent with
+        what ``player`` knows (hidden cards re-dealt), for search.
+      score_margin: ``score_margin(state, player) -> float32[]``, ``player``'s points
+        minus the opponent's (the outcome for games without points).
+      score_margin_scale: the network's auxiliary head predicts ``score_margin /
+        score_margin_scale`` (keep it near [-1, 1]).
+
+    The capabilities: ``tokens`` (:class:`TokenLayout`), ``ui`` (:class:`UI`), ``agents``
+    (:class:`Agents`), ``solver`` (:class:`Solver`), ``afterstates`` (:class:`Afterstates`);
+    None (``ui``, ``agents``: empty) where the game has none.
     """
 
     name: str
     num_actions: int
     observation_size: int
     num_players: int
-    max_game_length: int  # no game lasts more turns; sizes per-game buffers and scans
-    init: Callable[[jax.Array], Any]                 # key -> state
-    step: Callable[[Any, jax.Array], Any]            # state, action -> state
-    observe: Callable[[Any, jax.Array], jax.Array]   # state, player -> float32[O]
-    legal_action_mask: Callable[[Any], jax.Array]    # state -> bool[A]
-    sample_world: Callable[[Any, jax.Array, jax.Array], Any]  # state, player, key -> state
-    score_margin: Callable[[Any, jax.Array], jax.Array]       # state, player -> float32[]
-    # Optional: token layout of the observation (None: the attention torso is unavailable).
-    observation_tokens: Optional[TokenLayout] = None
-    # Readable action names, index = action id (play.py, logs, notebooks).
-    action_names: tuple = ()
-    # render_state(state, viewer or None) -> str; viewer hides what that player cannot see.
-    render_state: Optional[Callable[..., str]] = None
-    # render_action(action, state before it or None, viewer or None) -> str.
-    render_action: Optional[Callable[..., str]] = None
-    # describe_move(state before, state after, action, viewer) -> str: what the move did,
-    # told from viewer's side (play.py). None: play.py shows the table after the move.
-    describe_move: Optional[Callable[..., str]] = None
-    # points(state) -> int[num_players]: the players' points, for games that count points
-    # (play.py's final score line). None: only the result is told.
-    points: Optional[Callable[[Any], Any]] = None
-    # The network's auxiliary head predicts score_margin / score_margin_scale (keep it near [-1, 1]).
+    max_game_length: int
+    init: Callable[[jax.Array], Any]
+    play: Callable[[Any, jax.Array], Any]
+    observe: Callable[[Any, jax.Array], jax.Array]
+    legal_action_mask: Callable[[Any], jax.Array]
+    sample_world: Callable[[Any, jax.Array, jax.Array], Any]
+    score_margin: Callable[[Any, jax.Array], jax.Array]
     score_margin_scale: float = 1.0
-    # Optional ground truth from an exact solver (None: the game has none).
-    # endgame_suite(num_positions) -> Yardstick: that many solved positions spread over the
-    # game's fixed suite (0: all); training-time evaluation (``eval_endgames``) and the CLIs.
-    endgame_suite: Optional[Callable[[int], Yardstick]] = None
-    # exact_values(states [N], budget) -> (bool[N] solved, float32[N] value): the exact
-    # game-theoretic value, for the player to move, of the positions the solver can solve
-    # within ``budget`` (a static work limit; 0: no limit), in the scale of ``rewards``.
-    # Pure and jittable (AlphaZero's ``exact_value_targets``).
-    exact_values: Optional[Callable[[Any, int], tuple]] = None
-    # exact_actions(states [N], budget) -> (bool[N] solved, float32[N] value, bool[N, A]
-    # keeps): ``exact_values`` plus the legal actions that keep the exact result
-    # (AlphaZero's ``exact_policy_targets``). Pure and jittable.
-    exact_actions: Optional[Callable[[Any, int], tuple]] = None
-    # Optional one ply of calculation for the network (``network.afterstates``):
-    # legal_afterstates(observation float32[O]) -> (float32[K, afterstate_size], int32[K]):
-    # for each legal action of the player to move (the observer), the result of playing it
-    # as far as it is known before playing, and the action's id; K bounds the number of
-    # legal actions, unused rows are zero with id A (all unused when the observer is not
-    # to move). A function of the observation, so it cannot use hidden cards; pure and
-    # jittable (the network calls it on its input).
-    legal_afterstates: Optional[Callable[[jax.Array], tuple]] = None
-    afterstate_size: int = 0
-    # Optional, with legal_afterstates: a second ply (``network.replies``).
-    # legal_replies(observation float32[O]) -> (float32[K, R, afterstate_size], int32[K, R]):
-    # for each of legal_afterstates' K move slots, the opponent's legal replies to it as far
-    # as the observer knows them (none where the observer cannot know the opponent's hand),
-    # each row the reply's own result, with the reply's id; unused rows zero with id A.
-    legal_replies: Optional[Callable[[jax.Array], tuple]] = None
-    # Optional, with legal_replies: a third ply (``network.answers``).
-    # legal_answers(observation float32[O]) -> (float32[K, R, Q, afterstate_size], int32[K, R, Q]):
-    # for each reply slot of legal_replies, the observer's legal answers to it as far as the
-    # observer knows them (none where their own next hand is not known); unused rows zero with id A.
-    legal_answers: Optional[Callable[[jax.Array], tuple]] = None
-    # Optional, with legal_afterstates: the same rows for a batch as lists, without the
-    # unused ones (cheaper where most positions have far fewer than K legal moves).
-    # compact_afterstates(observations float32[N, O], capacity C, reply_capacity R,
-    # answer_capacity Q) -> AfterstateLists: the legal moves of all N observations in order,
-    # the first C of them, (R > 0, with legal_replies) the replies to those moves, the first R
-    # of them, and (Q > 0, with legal_answers) the answers to those replies, the first Q.
-    # afterstate_capacity(N) -> (C, (R, ...)) or (C, (R, ...), ((R, Q), ...)): the capacities
-    # the network asks for: the reply capacities in turn where the lists overflow (then the
-    # slots), and for network.answers the (reply, answer) capacity pairs in turn.
-    compact_afterstates: Optional[Callable[..., AfterstateLists]] = None
-    afterstate_capacity: Optional[Callable[[int], tuple]] = None
-    # The game's own agents, for the agents registry (beastybar_jax.agents.make_agent):
-    # ((registry name, factory() -> act(state, key) -> int32[] action), ...). Agents that
-    # play every game (random, mcts-N, checkpoints) live in beastybar_jax.agents.
-    agents: tuple = ()
-    # ((name, wrap(fallback act) -> act), ...): agents built around another agent, asked
-    # for as "<name>+<agent spec>" (Beasty Bar's "solver+heuristic"); wrap(fallback
-    # act_batch, batched=True) gives the agent's act_batch.
-    agent_wrappers: tuple = ()
-    # The registry name of the game's strongest baseline (evaluation's and play.py's default).
-    default_opponent: str = "random"
-    # For a person's eyes (the web app). table_view(state, viewer or None) -> dict: the table
-    # as JSON with a "kind" the page knows how to draw, holding only what ``viewer`` may know
-    # (None: a spectator of a finished game). None: the page shows ``render_state``'s text.
-    table_view: Optional[Callable[[Any, Optional[int]], dict]] = None
-    # move_group(action) -> str: what the player clicks first for ``action`` (moves sharing
-    # a group are told apart by a second click). None: one click per move.
-    move_group: Optional[Callable[[int], str]] = None
-    # exact_moves(state, key) -> dict (jittable): "solved" (bool[]), "result", "margin" and per
-    # action "action_result", "action_margin", "action_exact", under perfect play, for the
-    # player to move; exact_applies(state) -> bool: whether it solves ``state``, from what
-    # both players see. None: the game has no exact analysis.
-    exact_moves: Optional[Callable[[Any, jax.Array], dict]] = None
-    exact_applies: Optional[Callable[[Any], bool]] = None
-    # Trained networks shipped with the game: ((registry name, directory), ...), each
-    # directory an exported network (beastybar_jax.checkpoint.save_exported: config.json +
-    # params.msgpack), played as "<name>" or "<name>@sims=<N>" (Beasty Bar's "champion").
-    networks: tuple = ()
+    # capabilities
+    tokens: Optional[TokenLayout] = None
+    ui: UI = UI()
+    agents: Agents = Agents()
+    solver: Optional[Solver] = None
+    afterstates: Optional[Afterstates] = None
+
+    def step(self, state, action):
+        """Play ``action`` (an integer id) for the player to move: :func:`protocol_step`
+        around the game's ``play``."""
+        return protocol_step(self.play, self.legal_action_mask, self.num_actions, self.num_players, state, action)
+
+    def has(self, capability: str) -> bool:
+        """Whether the game gives ``capability``: a record (``"solver"``) or one of its
+        functions (``"solver.exact_values"``, ``"afterstates.replies"``)."""
+        record, _, part = capability.partition(".")
+        value = getattr(self, record)
+        return value is not None and (not part or getattr(value, part) is not None)
+
+
+CORE_FIELDS = Game._fields[:Game._fields.index("tokens")]
+"""The fields every game gives (the rest are capabilities)."""
 
 # The registered games (beastybar_jax.games.registry builds them; get_game loads them).
 GAME_NAMES = ("beastybar", "tictactoe")
@@ -191,6 +279,25 @@ class UnknownGameError(ValueError):
 class GameInputError(ValueError):
     """An action or player id a game function cannot take: a non-integer dtype (found
     at trace time under ``jit``), or a concrete player id out of range."""
+
+
+def protocol_step(play, legal_action_mask, num_actions: int, num_players: int, state, action):
+    """The step every game shares (pgx's ``Env.step``), around the game's rules ``play``.
+
+    A finished game is returned unchanged. An illegal action ends the game with the mover
+    losing (-1, the others +1) and leaves the table as it was; so does an id outside
+    ``0..num_actions-1``, of any integer width (an ``int64`` 2**32 + 8 is not 8). A
+    non-integer action (a float) raises :class:`GameInputError`, at trace time under jit.
+    ``play`` always runs (on action 0 for an id out of range): under ``jit`` both sides
+    of a select are computed anyway."""
+    action = as_action(action, num_actions)  # -1 when out of range
+    safe_action = jnp.clip(action, 0, num_actions - 1)
+    legal = (action >= 0) & jnp.any(legal_action_mask(state) & (jnp.arange(num_actions) == safe_action))
+    played = play(state, safe_action)
+    mover_loses = jnp.where(jnp.arange(num_players) == state.current_player, -1.0, 1.0).astype(jnp.float32)
+    forfeited = state.replace(terminated=jnp.ones((), dtype=bool), rewards=mover_loses)
+    next_state = jax.tree.map(lambda p, f: jnp.where(legal, p, f), played, forfeited)
+    return jax.tree.map(lambda old, new: jnp.where(state.terminated, old, new), state, next_state)
 
 
 def _require_integer(x, what: str, num: int) -> None:

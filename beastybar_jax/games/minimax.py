@@ -185,7 +185,7 @@ def optimal_actions(game: Game, state) -> jax.Array:
 
 def exact_moves(game: Game, state) -> dict:
     """Perfect play's outcome of ``state`` and of each of its moves for the player to move
-    (jittable; the ``Game.exact_moves`` hook of a small game). A point game's margin is
+    (jittable; the ``Game.solver.exact_moves`` hook of a small game). A point game's margin is
     its result here: the table holds outcomes only."""
     solution = solve(game)
     row = position(solution, state)

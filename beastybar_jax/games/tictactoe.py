@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from beastybar_jax.games import minimax, text
-from beastybar_jax.games.base import Game, TokenLayout, as_action, as_player
+from beastybar_jax.games.base import UI, Agents, Game, Solver, TokenLayout, as_player
 
 NUM_CELLS = NUM_ACTIONS = 9
 NUM_PLAYERS = 2
@@ -27,6 +27,9 @@ LINES = np.array([[0, 1, 2], [3, 4, 5], [6, 7, 8], [0, 3, 6], [1, 4, 7], [2, 5, 
 _IN_LINE = np.zeros((len(LINES), NUM_CELLS), bool)  # [8, 9] cell c is on line l
 _IN_LINE[np.arange(len(LINES))[:, None], LINES] = True
 _CELLS, _PLAYERS = jnp.arange(NUM_CELLS), jnp.arange(NUM_PLAYERS)
+
+
+# ----------------------------------------------------------------------------- the rules
 
 
 @chex.dataclass(frozen=True)
@@ -58,21 +61,15 @@ def legal_action_mask(state: State) -> jax.Array:
     return (state.board == EMPTY) & ~state.terminated
 
 
-def step(state: State, action) -> State:
-    """Play ``action`` for the mover. A finished game stays as it is; an illegal action (an
-    occupied cell, an id outside 0..8 of any integer width) loses for the mover, board
-    unchanged; a non-integer action raises ``GameInputError`` (at trace time under jit)."""
-    action = as_action(action, NUM_ACTIONS)  # -1 when out of range
+def play(state: State, action) -> State:
+    """The mover puts their mark on cell ``action`` (empty, game running): a line of three
+    wins, a full board draws. (``TICTACTOE.step`` checks the action first: an occupied
+    cell or an id outside 0..8 loses for the mover, and a finished game stays as it is.)"""
     mover = state.current_player
     board = jnp.where(_CELLS == action, mover, state.board).astype(jnp.int8)
     won = has_line(board, mover)
-    played = State(board=board, current_player=(1 - mover).astype(jnp.int8), terminated=won | jnp.all(board != EMPTY),
-                   rewards=jnp.where(won, jnp.where(_PLAYERS == mover, 1.0, -1.0), 0.0).astype(jnp.float32))
-    legal = jnp.any(legal_action_mask(state) & (_CELLS == action))
-    mover_loses = jnp.where(_PLAYERS == mover, -1.0, 1.0).astype(jnp.float32)
-    forfeited = state.replace(terminated=jnp.ones((), bool), rewards=mover_loses)
-    next_state = jax.tree.map(lambda p, f: jnp.where(legal, p, f), played, forfeited)
-    return jax.tree.map(lambda old, new: jnp.where(state.terminated, old, new), state, next_state)
+    return State(board=board, current_player=(1 - mover).astype(jnp.int8), terminated=won | jnp.all(board != EMPTY),
+                 rewards=jnp.where(won, jnp.where(_PLAYERS == mover, 1.0, -1.0), 0.0).astype(jnp.float32))
 
 
 def observe(state: State, player) -> jax.Array:
@@ -99,6 +96,9 @@ def sample_world(state: State, player, key: jax.Array) -> State:
 def score_margin(state: State, player) -> jax.Array:
     """``float32[]`` the outcome for ``player`` (the game has no points)."""
     return state.rewards[as_player(player, NUM_PLAYERS)].astype(jnp.float32)
+
+
+# ----------------------------------------------------------------------------- for a person's eyes
 
 
 def action_name(action: int) -> str:
@@ -134,10 +134,10 @@ def table_view(state) -> dict:
 TICTACTOE_TOKENS = TokenLayout(start=0, num_tokens=NUM_CELLS, features=CELL_FEATURES)  # the flag: the table token
 TICTACTOE = Game(
     name="tictactoe", num_actions=NUM_ACTIONS, observation_size=OBSERVATION_SIZE, num_players=NUM_PLAYERS,
-    max_game_length=NUM_CELLS, init=init, step=step, observe=observe, legal_action_mask=legal_action_mask,
-    sample_world=sample_world, score_margin=score_margin, observation_tokens=TICTACTOE_TOKENS,
-    action_names=ACTION_NAMES, render_state=render_state, render_action=render_action,
-    agents=(("minimax", lambda: minimax.minimax_act(TICTACTOE)),), default_opponent="minimax",
-    table_view=lambda state, viewer: table_view(state), move_group=lambda action: f"cell:{action}",
-    exact_moves=lambda state, key: minimax.exact_moves(TICTACTOE, state),
-    exact_applies=lambda state: not bool(state.terminated))
+    max_game_length=NUM_CELLS, init=init, play=play, observe=observe, legal_action_mask=legal_action_mask,
+    sample_world=sample_world, score_margin=score_margin, tokens=TICTACTOE_TOKENS,
+    ui=UI(action_names=ACTION_NAMES, render_state=render_state, render_action=render_action,
+          table_view=lambda state, viewer: table_view(state), move_group=lambda action: f"cell:{action}"),
+    agents=Agents(baselines=(("minimax", lambda: minimax.minimax_act(TICTACTOE)),), default_opponent="minimax"),
+    solver=Solver(exact_moves=lambda state, key: minimax.exact_moves(TICTACTOE, state),
+                  exact_applies=lambda state: not bool(state.terminated)))

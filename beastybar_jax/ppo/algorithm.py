@@ -27,12 +27,11 @@ import optax
 
 from beastybar_jax.network import init_params
 from beastybar_jax.ppo import rollout
-from beastybar_jax.training.metrics import metric_name
 from beastybar_jax.config.ppo import POOL, SELF, PPOConfig
 from beastybar_jax.ppo.loss import Batch, advantages, loss_fn
-from beastybar_jax.training import sharding
-from beastybar_jax.training.algorithm import Algorithm, unmeasured_game_metrics
-from beastybar_jax.training.optimizer import make_schedule
+from beastybar_jax.learning import sharding
+from beastybar_jax.learning.algorithm import Algorithm, metric_name, unmeasured_game_metrics
+from beastybar_jax.learning.optimizer import make_schedule
 from beastybar_jax.validation import ConfigError
 
 
@@ -127,8 +126,8 @@ def build_opponents(config, game, network) -> tuple[rollout.OpponentSlots, ...]:
 
 
 def check_opponents(config, game) -> None:
-    """Build the run's registry opponents (nothing compiles) so that ``--dry-run`` fails
-    like the real run on an unknown spec or an unreadable checkpoint (``ConfigError``)."""
+    """Build the run's registry opponents (nothing compiles), so that the run's pre-flight
+    refuses an unknown spec or an unreadable checkpoint (``ConfigError``, ``Algorithm.check``)."""
     from beastybar_jax.agents import AgentSpecError, make_agent
     from beastybar_jax.checkpoint import CheckpointError
 
@@ -246,4 +245,5 @@ ALGORITHM = Algorithm(
     state_shardings=state_shardings,
     updates_per_iteration=updates_per_iteration,
     unmeasured=unmeasured,
+    check=check_opponents,
 )

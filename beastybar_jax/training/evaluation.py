@@ -10,7 +10,7 @@ searches with ``eval_simulations`` simulations when that is > 0.
 
 With ``eval_endgames`` the same evaluations also score the network's moves on
 ``eval_endgame_positions`` positions of the game's yardstick of solved endgames
-(``Game.endgame_suite``; Beasty Bar's: :mod:`beastybar_jax.games.beastybar.endgame.suite`), logged
+(``Game.solver.endgame_suite``; Beasty Bar's: :mod:`beastybar_jax.games.beastybar.endgame.suite`), logged
 as ``eval_endgames_<metric>``: ``keeps_result`` (the share of moves that keep the
 game-theoretic result), ``throws_win`` / ``throws_draw`` (the shares that turn a
 won position into a draw or loss / a drawn one into a loss), ``best_margin`` (the
@@ -20,7 +20,6 @@ away against best play). The moves are computed in the match's compiled function
 
 from __future__ import annotations
 
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +29,7 @@ from beastybar_jax.agents import AgentSpecError, batch_act, make_agent, network_
 from beastybar_jax.config import ConfigError, TrainConfig
 from beastybar_jax.games.base import Game
 from beastybar_jax.training import distributed
-from beastybar_jax.training.metrics import metric_name
+from beastybar_jax.learning.algorithm import metric_name
 from beastybar_jax.checkpoint import CheckpointError
 from beastybar_jax.seeds import seed_key
 
@@ -56,10 +55,10 @@ def load_yardstick(config: TrainConfig, game: Game):
     a game without one is a :class:`ConfigError`."""
     if not config.eval_endgames:
         return None
-    if game.endgame_suite is None:
+    if not game.has("solver.endgame_suite"):
         raise ConfigError(f"config key 'eval_endgames' needs a game with a yardstick of solved endgames; "
                           f"{game.name} has none: set eval_endgames: false")
-    return game.endgame_suite(config.eval_endgame_positions)
+    return game.solver.endgame_suite(config.eval_endgame_positions)
 
 
 def make_evaluator(config: TrainConfig, game: Game, network, opponents: list | None = None, compile=None,
@@ -75,7 +74,7 @@ def make_evaluator(config: TrainConfig, game: Game, network, opponents: list | N
     num_deals = -(-config.eval_games // 2)  # an odd eval_games is rounded up: each deal is played twice
     search = None
     if config.eval_simulations > 0:
-        search = dataclasses.replace(config.search, num_simulations=config.eval_simulations)
+        search = config.search.replace(num_simulations=config.eval_simulations)
     base_key = jax.random.fold_in(seed_key(config.seed), 0x5EED)
     deal_keys = jax.random.split(base_key, num_deals)
     yardstick = load_yardstick(config, game) if yardstick is None else yardstick
@@ -116,12 +115,13 @@ def make_evaluator(config: TrainConfig, game: Game, network, opponents: list | N
     return evaluate
 
 
-def evaluation_hook(config: TrainConfig, game: Game):
+def evaluation_hook(config: TrainConfig, game: Game, opponents: list | tuple | None = None):
     """A ``TrainLoop`` hook running ``make_evaluator`` every ``eval_every`` iterations
     and after the last one; returns the scalars to log (``eval_<opponent>_win_rate``,
     ``_score``, ``_margin``; ``eval_endgames_<metric>`` with ``eval_endgames``). The
-    opponents and the yardstick are built (and checked) at once."""
-    opponents = make_opponents(config, game)
+    opponents (unless given, as the pre-flight built them) and the yardstick are built
+    (and checked) at once."""
+    opponents = make_opponents(config, game) if opponents is None else list(opponents)
     yardstick = load_yardstick(config, game)
     evaluate = None
 

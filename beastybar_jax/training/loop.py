@@ -38,26 +38,17 @@ from beastybar_jax.games import Game, get_game
 from beastybar_jax.training import distributed
 from beastybar_jax.checkpoint import CheckpointError, Checkpointer, warm_start_params
 from beastybar_jax.training.compilation import compile_in_thread, enable_compilation_cache
+from beastybar_jax.training.evaluation import evaluation_hook
 from beastybar_jax.training.guards import check_finite_losses, check_finite_state
 from beastybar_jax.training.interrupt import Interrupted, StopRequest, acknowledge_stop, signal_name, when_forced
 from beastybar_jax.training.metrics import MetricsLogger
+from beastybar_jax.training.preflight import preflight
 from beastybar_jax.training.rundir import RunLock, prepare_run_dir
 from beastybar_jax.training.trainer import Trainer, abstract_state, iteration_key, make_trainer
 from beastybar_jax.seeds import seed_key
 
 IterationHook = Callable[["TrainLoop", int, dict], Optional[dict]]
 """``hook(loop, iteration, metrics) -> extra metrics or None``, called after each iteration."""
-
-
-def check_warm_start(config: TrainConfig, game: Game) -> None:
-    """Raise :class:`~beastybar_jax.checkpoint.CheckpointError` unless ``config.warm_start``
-    fits ``config``'s network (as :func:`warm_started` will find): checked on the
-    network's shapes, before anything is written, initialized or compiled."""
-    from beastybar_jax.network import init_params, make_network
-
-    network = make_network(config.network, game)
-    shapes = jax.eval_shape(lambda key: init_params(network, key, game.observation_size), jax.random.key(0))
-    warm_start_params(shapes, config.warm_start, game)
 
 
 def warm_started(trainer: Trainer, state, source: str):
@@ -72,6 +63,7 @@ def warm_started(trainer: Trainer, state, source: str):
     fresh_note = f"; freshly initialized: {', '.join(kept)}" if kept else ""
     return state.replace(params=params, opt_state=opt_state), (
         f"warm start from {source}: {taken} of {total} parameter arrays{fresh_note}")
+
 
 class TrainLoop:
     """A run: restore or initialise, iterate, log, checkpoint, call hooks.
@@ -115,20 +107,15 @@ class TrainLoop:
             raise
 
     def _open(self, resume, console, game, trainer, allow_schedule_change) -> None:
+        """Set the run up, in the order it needs things: check everything (nothing written
+        yet), take the run directory, build the compiled pieces, restore or initialize the
+        state, open the log."""
         config = self.config
         game = trainer.game if trainer is not None else (get_game(config.game) if game is None else game)
-        if config.eval_every:
-            from beastybar_jax.training.evaluation import evaluation_hook
-
-            # First, so that user hooks (live plots) see this iteration's win rates; built
-            # before anything is written or compiled, so a bad opponent name fails at once.
-            self.hooks.insert(0, evaluation_hook(config, game))
-        if resume and not os.path.isdir(os.path.join(self.run_dir, "checkpoints")):
-            what = "does not exist" if not os.path.exists(self.run_dir) else "holds no checkpoints"
-            raise CheckpointError(f"cannot resume: {self.run_dir} {what}; start a new run without --resume "
-                                  f"(or check run_dir / name)")
-        if config.warm_start and not resume:  # a source that does not fit is refused before anything is written
-            check_warm_start(config, game)
+        num_devices = trainer.mesh.size if trainer is not None else None
+        checked = preflight(config, game, resume=resume, num_devices=num_devices)
+        if config.eval_every:  # first, so that user hooks (live plots) see this iteration's win rates
+            self.hooks.insert(0, evaluation_hook(config, game, checked.opponents))
         if self.is_main:
             prepare_run_dir(self.run_dir)
             self._lock = RunLock(self.run_dir).acquire()
@@ -138,12 +125,8 @@ class TrainLoop:
         self.trainer = make_trainer(config, game) if trainer is None else trainer
         self.checkpointer = Checkpointer(self.run_dir, keep=config.keep_checkpoints)
         self.totals = dict(games=0, moves=0, simulations=0, seconds=0.0)
-        steps = self.checkpointer.all_steps()
         notes = []
         if resume:
-            if not steps:
-                raise CheckpointError(f"cannot resume: {self.run_dir} holds no finished checkpoint; start a new "
-                                      f"run without --resume")
             step, self.state, progress, damaged = self.checkpointer.restore_latest(
                 abstract_state(self.trainer), config,
                 updates_per_iteration=self.trainer.algorithm.updates_per_iteration,
@@ -154,10 +137,6 @@ class TrainLoop:
             self.totals.update(progress.get("totals", {}))
             self.resumed_from = step
         else:
-            if steps:
-                raise CheckpointError(
-                    f"{self.run_dir} already holds checkpoints (latest: iteration {steps[-1]}); pass --resume to "
-                    f"continue that run, or choose another run_dir / name (e.g. --set name=new_run)")
             self.state = self.trainer.init(seed_key(config.seed))
             if config.warm_start:
                 self.state, note = warm_started(self.trainer, self.state, config.warm_start)

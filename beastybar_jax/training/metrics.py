@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import sys
 import time
 from typing import Mapping
@@ -28,12 +27,6 @@ _SECTIONS = {
     "trained": "learner",
     "buffer_size": "replay", "buffer_fill": "replay", "positions_inserted": "replay",
 }
-
-
-def metric_name(kind: str) -> str:
-    """An opponent as a metric-name fragment: ``checkpoint:runs/x`` -> ``checkpoint_runs_x``
-    (a "/" would nest TensorBoard's tags; plain names such as ``outcome_heuristic`` stay)."""
-    return re.sub(r"[^0-9A-Za-z_]+", "_", kind).strip("_") or "opponent"
 
 
 def device_memory() -> dict[str, float]:

@@ -92,9 +92,7 @@ class RunLock:
             holder = _read_holder(fd)
             os.close(fd)
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise RunLockedError(
-                    f"run_dir {os.path.dirname(self.path)} is in use by another training ({holder}); wait for "
-                    f"it to end, or use another run_dir / name (e.g. --set name=new_run)") from None
+                raise _in_use(self.path, holder) from None
             # A file system without flock (some network mounts): run unlocked, say so.
             warnings.warn(f"cannot lock {self.path} ({e.strerror or e}); a second training in this run_dir "
                           f"would not be refused", RuntimeWarning, stacklevel=2)
@@ -127,6 +125,31 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def check_not_in_use(run_dir: str | os.PathLike) -> None:
+    """Raise :class:`RunLockedError` where another process holds ``run_dir``'s lock;
+    writes nothing (the run's pre-flight, also in a dry run)."""
+    path = os.path.join(os.fspath(run_dir), LOCK_FILE)
+    if fcntl is None:
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return  # no lock file: nobody holds the lock
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except OSError as e:
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise _in_use(path, _read_holder(fd)) from None
+    finally:
+        os.close(fd)
+
+
+def _in_use(lock_path: str, holder: str) -> RunLockedError:
+    return RunLockedError(f"run_dir {os.path.dirname(lock_path)} is in use by another training ({holder}); wait for "
+                          f"it to end, or use another run_dir / name (e.g. --set name=new_run)")
 
 
 def _read_holder(fd: int) -> str:

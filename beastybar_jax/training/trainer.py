@@ -14,10 +14,10 @@ from jax.sharding import Mesh
 from beastybar_jax.config import TrainConfig, validate
 from beastybar_jax.games import Game, get_game
 from beastybar_jax.network import PolicyValueNet, make_network
-from beastybar_jax.training import sharding
+from beastybar_jax.learning import sharding
 from beastybar_jax.algorithms import get_algorithm
-from beastybar_jax.training.algorithm import Algorithm
-from beastybar_jax.training.optimizer import make_optimizer
+from beastybar_jax.learning.algorithm import Algorithm
+from beastybar_jax.learning.optimizer import make_optimizer
 
 
 @dataclasses.dataclass(frozen=True)

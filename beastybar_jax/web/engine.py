@@ -109,8 +109,8 @@ def _analysis_function(game: Game, agent: Agent):
 
 
 def exact_applies(game: Game, state) -> bool:
-    """Whether the game's exact analysis (``Game.exact_moves``) solves ``state``."""
-    return game.exact_moves is not None and bool(game.exact_applies(state))
+    """Whether the game's exact analysis (``Game.solver.exact_moves``) solves ``state``."""
+    return game.solver is not None and bool(game.solver.exact_applies(state))
 
 
 class AgentPool:
@@ -245,9 +245,9 @@ class AgentPool:
         ``.function(state, key) -> dict`` (``solved``, ``result``, ``margin`` and per action
         ``action_result``, ``action_margin``, ``action_exact``); ``None`` for a game
         without one."""
-        if game.exact_moves is None:
+        if not game.has("solver.exact_moves"):
             return None
-        return self._entry("exact", game, "", lambda agent: game.exact_moves)
+        return self._entry("exact", game, "", lambda agent: game.solver.exact_moves)
 
     def statuses(self) -> list[dict]:
         with self._lock:

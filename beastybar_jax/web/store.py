@@ -124,7 +124,7 @@ class Session:
         if not self.finished:
             return None
         rewards = [float(r) for r in np.asarray(self.state.rewards)]
-        points = None if self.game.points is None else [int(x) for x in np.asarray(self.game.points(self.state))]
+        points = None if self.game.ui.points is None else [int(x) for x in np.asarray(self.game.ui.points(self.state))]
         if rewards[0] == rewards[1]:
             text = "Draw"
         elif self.human is not None:

@@ -13,7 +13,6 @@ backend, less disturbed by other jobs than wall time).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 
 import jax
@@ -65,7 +64,7 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
     (mctx's own). ``compile_for``: compile for that GPU (:func:`common.target_device`)
     instead, traced as for a GPU (``loop`` ``"auto"`` is the static one), without timing."""
     game = get_game(base_config.game)
-    search_config = dataclasses.replace(base_config.search, num_simulations=num_simulations)
+    search_config = base_config.search.replace(num_simulations=num_simulations)
     key = seed_key(seed)
     if compile_for is not None:
         return _compile_only(base_config, game, search_config, batch_size, evaluator, mctx, loop, compile_for, key)

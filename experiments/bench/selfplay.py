@@ -8,7 +8,6 @@ and the timed iterations include their updates (``--updates 0``: self-play only)
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
 import jax
@@ -25,13 +24,12 @@ def selfplay_config(base_config, batch_size: int, num_simulations: int, num_move
     ``num_updates`` SGD steps per iteration, ``num_simulations`` simulations a move."""
     max_game_length = get_game(base_config.game).max_game_length
     az = base_config.alphazero
-    return base_config.replace(num_games=batch_size, alphazero=dataclasses.replace(
-        az,
+    return base_config.replace(num_games=batch_size, alphazero=az.replace(
         moves_per_iteration=num_moves,
         updates_per_iteration=num_updates,
         buffer_size=max(az.batch_size, batch_size * max_game_length * 2),
         min_buffer_size=1,  # learn from the first finished games, so timed iterations include the updates
-    ), search=dataclasses.replace(base_config.search, num_simulations=num_simulations))
+    ), search=base_config.search.replace(num_simulations=num_simulations))
 
 
 def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves: int, num_updates: int,

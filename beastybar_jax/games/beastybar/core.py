@@ -1,4 +1,6 @@
-"""The rules: ``init``, ``init_from_deal``, ``legal_action_mask`` and ``step``.
+"""The rules: ``init``, ``init_from_deal``, ``legal_action_mask`` and ``play``, one legal
+turn; ``step`` is ``play`` inside the step protocol every game shares
+(:func:`beastybar_jax.games.base.protocol_step`).
 
 All functions act on a single game and are pure, jittable and vmappable; batch
 them with ``jax.vmap``.
@@ -12,13 +14,12 @@ from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.games.beastybar import queue as Q
 from beastybar_jax.games.beastybar.lanes import lane_any, lane_count, lane_sum
 from beastybar_jax.games.beastybar.state import State
-from beastybar_jax.games.base import as_action
+from beastybar_jax.games.base import protocol_step
 
 _CARD_SPECIES = jnp.asarray(A.ACTION_CARD_SPECIES)
 _ACTING_SPECIES = jnp.asarray(A.ACTION_ACTING_SPECIES)
 _PARAM = jnp.asarray(A.ACTION_PARAM)
 _SPECIES = jnp.arange(C.NUM_SPECIES)
-_ACTIONS = jnp.arange(A.NUM_ACTIONS)
 
 
 def _lookup(table, index):
@@ -109,8 +110,9 @@ def _card_mask(cards):
     return cards.reshape(C.NUM_PLAYERS, C.NUM_SPECIES)
 
 
-def _play(state: State, action) -> State:
-    """One legal turn: play, on-play ability, recurring, five-animal check, draw."""
+def play(state: State, action) -> State:
+    """One legal turn (``action`` an ``int32`` id the mover may play): play, on-play
+    ability, recurring, five-animal check, draw."""
     player = state.current_player.astype(jnp.int32)
     card_species = _lookup(_CARD_SPECIES, action)
     acting_species = _lookup(_ACTING_SPECIES, action)
@@ -163,19 +165,9 @@ def _play(state: State, action) -> State:
 
 
 def step(state: State, action) -> State:
-    """Play ``action`` (an integer id) for the player to move.
-
-    A finished game is returned unchanged. An illegal action ends the game with
-    the mover losing (-1, opponent +1) and leaves the table as it was; so does an id
-    outside ``0..30``, of any integer width (an ``int64`` 2**32 + 8 is not 8). A
-    non-integer action (a float) raises ``GameInputError``, at trace time under jit.
-    """
-    action = as_action(action, A.NUM_ACTIONS)  # -1 when out of range
-    in_range = action >= 0
-    safe_action = jnp.clip(action, 0, A.NUM_ACTIONS - 1)
-    legal = in_range & lane_any(legal_action_mask(state) & (_ACTIONS == safe_action))
-    played = _play(state, safe_action)
-    mover_loses = jnp.where(jnp.arange(C.NUM_PLAYERS) == state.current_player, -1.0, 1.0)
-    forfeited = state.replace(terminated=jnp.ones((), dtype=bool), rewards=mover_loses.astype(jnp.float32))
-    next_state = jax.tree.map(lambda p, f: jnp.where(legal, p, f), played, forfeited)
-    return jax.tree.map(lambda old, new: jnp.where(state.terminated, old, new), state, next_state)
+    """Play ``action`` (an integer id) for the player to move: :func:`play` inside the step
+    protocol every game shares. A finished game is returned unchanged; an illegal action
+    (or an id outside ``0..30``, of any integer width) ends the game with the mover
+    losing, the table as it was; a non-integer action raises ``GameInputError``, at trace
+    time under jit."""
+    return protocol_step(play, legal_action_mask, A.NUM_ACTIONS, C.NUM_PLAYERS, state, action)

@@ -5,14 +5,14 @@ import pathlib
 import jax
 import jax.numpy as jnp
 
-from beastybar_jax.games.base import Game, TokenLayout, as_player
+from beastybar_jax.games.base import UI, Afterstates, Agents, Game, Solver, TokenLayout, as_player
 from beastybar_jax.games.beastybar import actions, afterstate, cards, core, heuristics, render, state, view
 from beastybar_jax.games.beastybar.observe import (OBSERVATION_LAYOUT, OBSERVATION_SIZE, QUEUE_FEATURES, QUEUE_TOKENS,
                                                   observe, sample_world)
 from beastybar_jax.games.beastybar.endgame import solver, suite
 from beastybar_jax.games.beastybar.solver_agent import solver_act
 
-# The networks shipped with the game (Game.networks): exported runs in the package.
+# The networks shipped with the game (Game.agents.networks): exported runs in the package.
 CHAMPION_DIR = pathlib.Path(__file__).resolve().parent / "champion"
 
 
@@ -34,33 +34,21 @@ BEASTYBAR = Game(
     num_players=cards.NUM_PLAYERS,
     max_game_length=cards.NUM_CARDS,  # one card per turn
     init=core.init,
-    step=core.step,
+    play=core.play,
     observe=observe,
     legal_action_mask=core.legal_action_mask,
     sample_world=sample_world,
     score_margin=_score_margin,
-    observation_tokens=BEASTYBAR_TOKENS,
-    action_names=actions.ACTION_NAMES,
-    render_state=render.render_state,
-    render_action=render.render_action,
-    describe_move=render.describe_move,
-    points=lambda s: s.scores,
     score_margin_scale=10.0,  # bar points: margins of a few points to ~20
-    endgame_suite=suite.yardstick,
-    exact_values=solver.exact_values,
-    exact_actions=solver.exact_actions,
-    legal_afterstates=afterstate.legal_afterstates,
-    afterstate_size=afterstate.AFTERSTATE_SIZE,
-    compact_afterstates=afterstate.compact_afterstates,
-    afterstate_capacity=afterstate.afterstate_capacity,
-    legal_replies=afterstate.legal_replies,
-    legal_answers=afterstate.legal_answers,
-    agents=heuristics.AGENTS,
-    agent_wrappers=(("solver", solver_act),),
-    default_opponent="heuristic",
-    table_view=view.table_view,
-    move_group=view.move_group,
-    exact_moves=view.exact_moves,
-    exact_applies=view.exact_applies,
-    networks=(("champion", CHAMPION_DIR),),
+    tokens=BEASTYBAR_TOKENS,
+    ui=UI(action_names=actions.ACTION_NAMES, render_state=render.render_state, render_action=render.render_action,
+          describe_move=render.describe_move, points=lambda s: s.scores, table_view=view.table_view,
+          move_group=view.move_group),
+    agents=Agents(baselines=heuristics.AGENTS, wrappers=(("solver", solver_act),), networks=(("champion", CHAMPION_DIR),),
+                  default_opponent="heuristic"),
+    solver=Solver(exact_moves=view.exact_moves, exact_applies=view.exact_applies, exact_values=solver.exact_values,
+                  exact_actions=solver.exact_actions, endgame_suite=suite.yardstick),
+    afterstates=Afterstates(legal=afterstate.legal_afterstates, size=afterstate.AFTERSTATE_SIZE,
+                            compact=afterstate.compact_afterstates, capacity=afterstate.afterstate_capacity,
+                            replies=afterstate.legal_replies, answers=afterstate.legal_answers),
 )

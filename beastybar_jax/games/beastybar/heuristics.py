@@ -267,7 +267,7 @@ def greedy_act(state: State, key: jax.Array) -> jax.Array:
     return random_best(margin, mask, tie_key)
 
 
-# Beasty Bar's own agents for the registry (Game.agents): name -> factory() -> act.
+# Beasty Bar's own agents for the registry (Game.agents.baselines): name -> factory() -> act.
 AGENTS = (
     ("greedy", lambda: greedy_act),
     ("heuristic", lambda: heuristic_act("heuristic")),

@@ -1,6 +1,6 @@
 """Beasty Bar for a person's eyes: the table as JSON for one viewer, what a click picks,
 and every move's exact result where the endgame can be solved (the web app's hooks,
-``Game.table_view``, ``Game.move_group``, ``Game.exact_moves``).
+``Game.ui.table_view``, ``Game.ui.move_group``, ``Game.solver.exact_moves``).
 
 ``table_view(state, viewer)`` is a function of what ``viewer`` may know and nothing else
 (``viewer=None``: a spectator of a finished game, who sees everything): the opponent's

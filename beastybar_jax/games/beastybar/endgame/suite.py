@@ -162,7 +162,7 @@ SCORE_METRICS = ("keeps_result", "throws_win", "throws_draw", "best_margin", "ma
 
 def yardstick(num_positions: int = 0, path=SUITE_PATH):
     """The suite as the game interface's :class:`~beastybar_jax.games.Yardstick`
-    (``Game.endgame_suite``): ``num_positions`` spread positions (0: all) and a
+    (``Game.solver.endgame_suite``): ``num_positions`` spread positions (0: all) and a
     ``score(actions) -> {metric: float}`` over ``SCORE_METRICS``."""
     suite = spread(load_suite(path), num_positions)
 

@@ -1,4 +1,5 @@
-"""What an algorithm gives the shared training code (the registry: :mod:`beastybar_jax.algorithms`).
+"""What an algorithm gives the run that trains it (the registry: :mod:`beastybar_jax.algorithms`), and
+the names of the metrics it logs.
 
 An algorithm package (``beastybar_jax.alphazero``, ``beastybar_jax.ppo``) holds only
 what is specific to it: its train state, its one jitted iteration, its loss and its
@@ -15,6 +16,7 @@ and ``num_updates`` (``int32[]``); checkpoints store ``params`` apart so
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Callable
 
 
@@ -38,6 +40,9 @@ class Algorithm:
         measured nothing there (the losses of an iteration that did not train, a rate
         over no finished game): the log leaves them out rather than write a placeholder
         0 that would read as a measurement. Hooks still see every metric.
+      check: ``check(config, game)``: raise ``ConfigError`` for what the run could not
+        start with (PPO: an opponent spec that names no agent), without compiling; part
+        of the run's pre-flight (:mod:`beastybar_jax.training.preflight`).
     """
 
     name: str
@@ -47,6 +52,7 @@ class Algorithm:
     updates_per_iteration: Callable[[Any], int]
     simulations_per_move: Callable[[Any], int] = lambda config: 0
     unmeasured: Callable[[Any], Any] = lambda metrics: ()
+    check: Callable[[Any, Any], None] = lambda config, game: None
 
 
 GAME_METRICS = ("mean_game_length", "draw_rate", "first_player_score")
@@ -56,3 +62,9 @@ GAME_METRICS = ("mean_game_length", "draw_rate", "first_player_score")
 def unmeasured_game_metrics(metrics) -> tuple[str, ...]:
     """:data:`GAME_METRICS` where ``metrics["games_finished"]`` is 0."""
     return GAME_METRICS if metrics.get("games_finished", 1) == 0 else ()
+
+
+def metric_name(kind: str) -> str:
+    """An opponent as a metric-name fragment: ``checkpoint:runs/x`` -> ``checkpoint_runs_x``
+    (a "/" would nest TensorBoard's tags; plain names such as ``outcome_heuristic`` stay)."""
+    return re.sub(r"[^0-9A-Za-z_]+", "_", kind).strip("_") or "opponent"

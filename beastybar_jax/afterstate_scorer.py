@@ -1,0 +1,279 @@
+"""The afterstate scorer: one to three plies of the game's own lookahead inside the
+policy-value network (``network.afterstates``), Beasty Bar's lever for a small network
+that plays well from its raw policy.
+
+With ``network.afterstates`` set, the network also computes the game's afterstate features
+from its input (:class:`~beastybar_jax.games.base.Afterstates`: ``legal(observation) ->
+([K, F], [K])``, for each legal action the known result of playing it, by the game's
+engine, and the action's id; for a batch, ``compact`` gives the same rows as lists without
+the empty slots). A per-move MLP shared by all actions reads ``[afterstate_a, torso
+features]`` and adds a logit per action to the policy head's (an illegal action gets what
+the MLP gives an all-zero row), and the value and score heads also see the max over the
+legal moves of its hidden units: one ply of calculation inside the network, where the raw
+policy can use it. With ``replies: true`` as well, the opponent's legal replies to each
+move, where the observer knows their hand (``Afterstates.replies``: Beasty Bar's opponent
+deck is empty), go through a per-reply MLP that reads the move's first hidden layer, and
+the min and max of its units over the replies enter the move's second layer: a second ply.
+With ``answers: true`` too, the observer's own answers to each reply, where both decks are
+empty (``Afterstates.answers``), go through a per-answer MLP the same way, and their min
+and max enter the reply's second layer: a third ply.
+
+:mod:`beastybar_jax.network` attaches the scorer where the config asks for it; only a game
+with an ``afterstates`` capability (Beasty Bar) can have one.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated, ClassVar
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from pydantic import Field, model_validator
+
+from beastybar_jax.games.base import Afterstates, Game
+from beastybar_jax.validation import ConfigError, ConfigModel, Int, check
+
+_HEAD_INIT = nn.initializers.variance_scaling(0.01, "fan_in", "truncated_normal")
+
+
+class AfterstateConfig(ConfigModel):
+    """The scorer's size and depth (``network.afterstates:`` in a config; ``false`` or
+    absent: no scorer, ``true``: these defaults).
+
+    Attributes:
+      width: hidden size of the per-move (per-reply, per-answer) MLPs.
+      replies: also score each move from the opponent's known replies to it (a second ply).
+      answers: also score each reply from the mover's known answers to it (a third ply);
+        needs ``replies``.
+    """
+
+    location: ClassVar[str] = "network.afterstates"
+
+    width: Annotated[Int, Field(ge=1)] = 32
+    replies: bool = False
+    answers: bool = False
+
+    @model_validator(mode="after")
+    def _plies_in_order(self):
+        check(not self.answers or self.replies, self.key("answers"),
+              "scores the mover's answers to each of the opponent's replies: it needs "
+              "network.afterstates.replies: true")
+        return self
+
+
+def check_game(config: AfterstateConfig, game: Game) -> None:
+    """Raise :class:`ConfigError` unless ``game`` gives what ``config`` asks for."""
+    check(game.has("afterstates"), "network.afterstates",
+          f"needs a game with afterstate features (Game.afterstates); {game.name} has none: set it to false")
+    check(not config.replies or game.has("afterstates.replies"), "network.afterstates.replies",
+          f"needs a game with reply features (Afterstates.replies); {game.name} has none: set it to false")
+    check(not config.answers or game.has("afterstates.answers"), "network.afterstates.answers",
+          f"needs a game with answer features (Afterstates.answers); {game.name} has none: set it to false")
+    if (game.afterstates.compact is None) != (game.afterstates.capacity is None):
+        raise ConfigError(f"{game.name}'s Afterstates gives compact and capacity together, or neither")
+
+
+def score_moves(config: AfterstateConfig, afterstates: Afterstates, num_actions: int, observation, features):
+    """``(move logits [..., A], pooled move features [..., width])`` for observations
+    ``[..., O]`` and their torso features ``[..., D]`` (inside a flax module: the scorer's
+    parameters are the submodule ``afterstates``)."""
+    flat = observation.reshape(-1, observation.shape[-1])
+    move_logits, pooled = AfterstateScorer(config, num_actions, afterstates, name="afterstates")(
+        flat, features.reshape(flat.shape[0], features.shape[-1]))
+    # Sizes spelled out: an empty batch has no -1 to infer.
+    return (move_logits.reshape(*observation.shape[:-1], move_logits.shape[-1]),
+            pooled.reshape(*observation.shape[:-1], pooled.shape[-1]))
+
+
+AFTERSTATE_GROUP = 128
+"""Observations per list of afterstate rows (:class:`AfterstateScorer`)."""
+
+
+class AfterstateScorer(nn.Module):
+    """Observations ``[N, O]`` and their torso features ``[N, D]`` -> ``[N, A]`` move
+    logits and ``[N, width]`` pooled move features (max over the legal moves).
+
+    Each legal move's afterstate row (the game's :class:`~beastybar_jax.games.base.Afterstates`) goes through
+    a per-move MLP that also reads the torso features; every action without a row (the
+    illegal ones) gets the logit of an all-zero row. With ``replies``
+    the opponent's known replies to each move go through a per-reply MLP that also reads
+    the move's first hidden layer, and the min and max of its units over the replies
+    (with a flag: any replies) enter the move's second layer: a second ply. With
+    ``answers`` the mover's known answers to each reply go through a per-answer
+    MLP that reads the reply's first hidden layer, and their summary enters the reply's
+    second layer the same way: a third ply.
+
+    Where the game can compact them (``Afterstates.compact``), the rows of each
+    group of ``AFTERSTATE_GROUP`` observations come as lists (about 6 move rows a
+    position instead of the 15 slots of ``Afterstates.legal``, and replies only
+    where there are some instead of 15 x 15 slots). Where a group's lists overflow, the
+    batch tries the next of the game's reply capacities (``Afterstates.capacity``),
+    then the per-observation slots, under ``nn.cond`` (only the branch taken runs), so the
+    outputs are the same either way."""
+
+    config: AfterstateConfig
+    num_actions: int
+    afterstates: Afterstates  # the game's
+
+    def setup(self):
+        self.afterstate_in = nn.Dense(self.config.width)
+        self.context_in = nn.Dense(self.config.width, use_bias=False)
+        self.move_hidden = nn.Dense(self.config.width)
+        self.move_logit = nn.Dense(1, kernel_init=_HEAD_INIT)
+        if self.config.replies:
+            self.reply_in = nn.Dense(self.config.width)
+            self.reply_context = nn.Dense(self.config.width, use_bias=False)
+            self.reply_hidden = nn.Dense(self.config.width)
+            # Zero: a network with replies starts as the one without them.
+            self.reply_to_move = nn.Dense(self.config.width, use_bias=False, kernel_init=nn.initializers.zeros_init())
+        if self.config.answers:
+            self.answer_in = nn.Dense(self.config.width)
+            self.answer_context = nn.Dense(self.config.width, use_bias=False)
+            self.answer_hidden = nn.Dense(self.config.width)
+            # Zero: a network with answers starts as the one without them.
+            self.answer_to_reply = nn.Dense(self.config.width, use_bias=False, kernel_init=nn.initializers.zeros_init())
+
+    def __call__(self, observations, features):
+        num = observations.shape[0]
+        if self.afterstates.compact is None or num == 0:  # an empty batch has no lists to build
+            return self.in_slots(observations, features)
+        # Lists for each group of AFTERSTATE_GROUP observations, not for the batch: a
+        # list stays on one device where a batch is split over devices in multiples of it.
+        group = min(num, AFTERSTATE_GROUP)
+        groups = -(-num // group)
+        capacity, reply_capacities, *answer_pairs = self.afterstates.capacity(group)
+        slots = jax.eval_shape(self.afterstates.legal, observations[0])[1].shape[-1]
+        if capacity >= group * slots:  # no saving: a single observation, say
+            return self.in_slots(observations, features)
+        padded = groups * group  # all-zero padding observations (Beasty Bar: not to move, so no rows)
+        grouped = lambda x: jnp.pad(x, ((0, padded - num), (0, 0))).reshape(groups, group, -1)  # noqa: E731
+        # Lists with room for the replies (and answers) of a usual batch first; where they
+        # overflow, lists with room for more (the game's reply capacities in turn, or with
+        # answers its (reply, answer) pairs), then the slots. Only the branch taken runs.
+        if not self.config.replies:
+            tiers = ((0, 0),)
+        elif not self.config.answers:
+            tiers = tuple((r, 0) for r in reply_capacities)
+        else:
+            if not answer_pairs:
+                raise ValueError("network.afterstates.answers: the game's Afterstates.capacity gives no (reply, answer) "
+                                 "capacity pairs")
+            tiers = tuple(answer_pairs[0])
+
+        def in_lists(tier, scorer, observations, features):
+            lists = jax.vmap(lambda o: scorer.afterstates.compact(o, capacity, *tiers[tier]))(grouped(observations))
+
+            def score(scorer, observations, features):
+                logits, pooled = jax.vmap(scorer.score_lists)(lists, grouped(features))
+                return logits.reshape(padded, -1)[:num], pooled.reshape(padded, -1)[:num]
+
+            if tier + 1 < len(tiers):
+                overflow = functools.partial(in_lists, tier + 1)
+            else:
+                overflow = lambda scorer, observations, features: scorer.in_slots(observations, features)  # noqa: E731
+            return nn.cond(jnp.all(lists.complete), score, overflow, scorer, observations, features)
+
+        return in_lists(0, self, observations, features)
+
+    def first(self, rows, context):
+        """The per-move MLP's first hidden layer for ``rows`` ``[..., F]`` given their
+        observations' ``context_in(features)`` (broadcast against them)."""
+        return nn.relu(self.afterstate_in(rows) + context)
+
+    def reply_first(self, reply_rows, move_first):
+        """The per-reply MLP's first hidden layer for ``reply_rows`` ``[..., F]`` given
+        their moves' first hidden layers."""
+        return nn.relu(self.reply_in(reply_rows) + self.reply_context(move_first))
+
+    def reply_units(self, reply_first, answer_summary=None):
+        """The per-reply MLP's output units, with the answers' ``summary`` if any."""
+        if answer_summary is None:
+            return nn.relu(self.reply_hidden(reply_first))
+        return nn.relu(self.reply_hidden(reply_first) + self.answer_to_reply(answer_summary))
+
+    def answer_units(self, answer_rows, reply_first):
+        """The per-answer MLP's output units for ``answer_rows`` ``[..., F]`` given their
+        replies' first hidden layers."""
+        return nn.relu(self.answer_hidden(nn.relu(self.answer_in(answer_rows) + self.answer_context(reply_first))))
+
+    @staticmethod
+    def summary(units, mask, segments):
+        """``[..., 2 * width + 1]`` per parent row (a move or a reply): the min and max
+        over its children (replies or answers) of their ``units``, and whether it has any
+        (zero without). ``mask`` marks the used child rows; ``segments(x, fill, reduce)``
+        reduces per-child values ``x`` per parent."""
+        has = segments(mask.astype(units.dtype)[..., None], 0.0, "max")  # [..., 1]
+        lowest = jnp.where(has > 0, segments(jnp.where(mask[..., None], units, jnp.inf), jnp.inf, "min"), 0.0)
+        highest = segments(jnp.where(mask[..., None], units, 0.0), 0.0, "max")  # relu outputs are >= 0
+        return jnp.concatenate([lowest, highest, has], axis=-1)
+
+    def second(self, first, summary=None):
+        """The per-move MLP's second hidden layer, with the replies' ``summary`` if any."""
+        if summary is None:
+            return nn.relu(self.move_hidden(first))
+        return nn.relu(self.move_hidden(first) + self.reply_to_move(summary))
+
+    def in_slots(self, observations, features):
+        """The scorer on per-observation slots (``Afterstates.legal``: rows
+        ``[N, K, F]``, ids ``[N, K]``; ``Afterstates.replies``: ``[N, K, R, F]``,
+        ``[N, K, R]``; ``Afterstates.answers``: ``[N, K, R, Q, F]``, ``[N, K, R, Q]``)."""
+        afterstates, actions = jax.vmap(self.afterstates.legal)(observations)
+        # One extra all-zero row: the logit of the actions that have none.
+        rows = jnp.concatenate([afterstates, jnp.zeros_like(afterstates[..., :1, :])], axis=-2)  # [N, K + 1, F]
+        first = self.first(rows, self.context_in(features)[..., None, :])
+        summary = None
+        if self.config.replies:
+            reply_rows, replies = jax.vmap(self.afterstates.replies)(observations)  # [N, K, R, F], [N, K, R]
+            reduce = lambda x, fill, how: getattr(jnp, how)(x, axis=-2)  # noqa: E731
+            reply_first = self.reply_first(reply_rows, first[..., :-1, None, :])  # [N, K, R, W]
+            answer_summary = None
+            if self.config.answers:
+                answer_rows, answers = jax.vmap(self.afterstates.answers)(observations)  # [N, K, R, Q, F], [N, K, R, Q]
+                answer_summary = self.summary(self.answer_units(answer_rows, reply_first[..., None, :]),
+                                              answers < self.num_actions, reduce)
+            summary = self.summary(self.reply_units(reply_first, answer_summary), replies < self.num_actions, reduce)
+            summary = jnp.concatenate([summary, jnp.zeros_like(summary[..., :1, :])], axis=-2)  # the zero row's: none
+        h = self.second(first, summary)
+        row_logits = self.move_logit(h)[..., 0]  # [N, K + 1]
+        at = actions[..., :, None] == jnp.arange(self.num_actions)  # [N, K, A]
+        has_row = jnp.any(at, axis=-2)
+        logits = jnp.sum(jnp.where(at, row_logits[..., :-1, None], 0.0), axis=-2)
+        logits = jnp.where(has_row, logits, row_logits[..., -1:])
+        used = (actions < self.num_actions)[..., None]
+        pooled = jnp.max(jnp.where(used, h[..., :-1, :], 0.0), axis=-2)  # relu outputs are >= 0
+        return logits, pooled
+
+    def score_lists(self, lists, features):
+        """The scorer on one group's lists (``Afterstates.compact``:
+        :class:`~beastybar_jax.games.base.AfterstateLists` of ``C`` moves, ``R``
+        replies and ``Q`` answers); features ``[N, D]``."""
+        num, capacity = features.shape[0], lists.rows.shape[0]
+        context = self.context_in(features)  # [N, W]
+        first = self.first(lists.rows, context[jnp.minimum(lists.owners, num - 1)])  # [C, W]
+        summary = None
+        if self.config.replies:
+            def per_parent(owners, parents):
+                def reduce(x, fill, how):
+                    return getattr(jnp.full((parents, x.shape[-1]), fill, x.dtype).at[owners], how)(x, mode="drop")
+                return reduce
+
+            owners, replies = lists.reply_owners, lists.reply_rows.shape[0]
+            reply_first = self.reply_first(lists.reply_rows, first[jnp.minimum(owners, capacity - 1)])  # [R, W]
+            answer_summary = None
+            if self.config.answers:
+                answered = lists.answer_owners
+                units = self.answer_units(lists.answer_rows, reply_first[jnp.minimum(answered, replies - 1)])
+                answer_summary = self.summary(units, answered < replies, per_parent(answered, replies))
+            summary = self.summary(self.reply_units(reply_first, answer_summary), owners < capacity,
+                                   per_parent(owners, capacity))
+        h = self.second(first, summary)  # [C, W]
+        row_logits = self.move_logit(h)[..., 0]  # [C]
+        zero = self.first(jnp.zeros((num, lists.rows.shape[-1]), lists.rows.dtype), context)
+        zero_logits = self.move_logit(self.second(zero, None if summary is None else jnp.zeros(
+            (num, summary.shape[-1]), summary.dtype)))  # [N, 1]: the all-zero row's
+        logits = jnp.broadcast_to(zero_logits, (num, self.num_actions)).at[lists.owners, lists.actions].set(
+            row_logits, mode="drop")
+        pooled = jnp.zeros((num, h.shape[-1]), h.dtype).at[lists.owners].max(h, mode="drop")  # relu outputs >= 0
+        return logits, pooled
