@@ -49,7 +49,7 @@ DAMAGED_DIR = "damaged_checkpoints"
 CHECKSUMS_FILE = "checksums.json"
 
 RESUMABLE_CHANGES = frozenset({
-    "num_iterations", "checkpoint_every", "keep_checkpoints", "tensorboard", "distributed", "distributed_timeout",
+    "num_iterations", "max_train_seconds", "checkpoint_every", "keep_checkpoints", "tensorboard", "distributed", "distributed_timeout",
     "compilation_cache",
     "eval_every", "eval_opponents", "eval_games", "eval_simulations", "eval_endgames", "eval_endgame_positions",
     "run_dir",

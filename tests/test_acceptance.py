@@ -124,7 +124,7 @@ def test_each_documented_gpu_slot_fits_a_ten_minute_command():
     module = load_script("acceptance")
     with open(os.path.join(REPO, "docs", "performance.md")) as f:
         slots = re.findall(r"python experiments/acceptance.py --out \S+ --parts (\S+)\n", f.read())
-    assert len(slots) == 2, slots
+    assert len(slots) >= 2, slots
     assert sorted(p for slot in slots for p in slot.split(",")) == sorted(module.PARTS)
     for slot in slots:
         assert sum(module.BUDGETS["full"][part] for part in slot.split(",")) <= 600 - 30, slot

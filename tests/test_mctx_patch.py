@@ -15,7 +15,6 @@ stock mctx without a depth bound.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import jax
@@ -180,7 +179,7 @@ def world_searches(world_states):
 
     def fresh_searches(bound):
         evaluate = small_evaluator()
-        configs = {name: dataclasses.replace(config, max_depth=bound) for name, config in WORLD_CASES.items()}
+        configs = {name: config.replace(max_depth=bound) for name, config in WORLD_CASES.items()}
         return lambda states, key: {name: run_search(BEASTYBAR, evaluate, states, key, config, add_noise=True)
                                     for name, config in configs.items()}
 

@@ -13,7 +13,7 @@ import pytest
 
 from helpers import tiny_training, experiment
 from beastybar_jax.alphazero.loss import loss_fn
-from beastybar_jax.checkpoint import CheckpointError, Checkpointer, load_agent, warm_start_params
+from beastybar_jax.checkpoint import CheckpointError, Checkpointer, finished_steps, load_agent, warm_start_params
 from beastybar_jax.games import get_game
 from beastybar_jax.network import NetworkConfig, init_params, make_network
 from beastybar_jax.training.loop import TrainLoop
@@ -222,3 +222,26 @@ def test_cli_rejects_bad_configs_before_compiling(tmp_path, capsys):
     assert code == 2 and "alphazero.min_buffer_size" in capsys.readouterr().err
     code = cli.main(["--config", str(tmp_path / "nope.yaml")])
     assert code == 2 and "does not exist" in capsys.readouterr().err
+
+
+def test_a_time_budget_ends_the_run_saved_and_resume_goes_on(tmp_path, monkeypatch):
+    """``max_train_seconds``: the run ends, with a checkpoint of its last iteration, once its
+    iterations took that long (each is timed here at a fixed 1 s), and ``--resume`` with a
+    fresh budget goes on from there."""
+    import itertools
+    import types
+
+    from beastybar_jax.config import load_config
+    from beastybar_jax.training import loop as loop_module
+
+    ticks = itertools.count()
+    monkeypatch.setattr(loop_module, "time", types.SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+    config = load_config("configs/tiny.yaml", [f"run_dir={tmp_path}", "num_iterations=6", "max_train_seconds=2",
+                                                "checkpoint_every=0", "tensorboard=false"])
+    for resume, iteration in ((False, 2), (True, 4)):
+        loop = TrainLoop(config, console=False, resume=resume)
+        try:
+            loop.run()
+        finally:
+            loop.close()
+        assert loop.iteration == iteration and finished_steps(tmp_path)[-1] == iteration

@@ -76,7 +76,7 @@ class TrainConfig(ConfigModel):
     update), with gradients clipped to ``max_grad_norm``.
 
     A resumed run (``--resume``) must keep the saved run's values except for
-    ``num_iterations``, ``checkpoint_every``, ``keep_checkpoints``, ``tensorboard``,
+    ``num_iterations``, ``max_train_seconds``, ``checkpoint_every``, ``keep_checkpoints``, ``tensorboard``,
     ``distributed``, ``distributed_timeout``, ``compilation_cache``, ``run_dir`` and the evaluation keys
     (``eval_every``, ``eval_opponents``, ``eval_games``, ``eval_simulations``,
     ``eval_endgames``, ``eval_endgame_positions``): these
@@ -96,6 +96,9 @@ class TrainConfig(ConfigModel):
     run_dir: str = "runs/{name}"  # "{name}" is replaced by ``name``
     seed: Int = 0
     num_iterations: _at_least(1) = 200
+    # A time budget: the run also ends, with a checkpoint, once the iterations this process
+    # ran (compilation and evaluation aside) took this many seconds; 0 = none.
+    max_train_seconds: Annotated[Float, Field(ge=0, allow_inf_nan=False)] = 0.0
     num_games: _at_least(1, "games played side by side") = 1024
     # A new run's starting parameters: a run directory, a checkpoint or an exported network
     # (a name in the game's ``networks``, e.g. "champion"): each parameter found there by the

@@ -38,6 +38,7 @@ from beastybar_jax.games import Game, get_game
 from beastybar_jax.training import distributed
 from beastybar_jax.checkpoint import CheckpointError, Checkpointer, warm_start_params
 from beastybar_jax.training.compilation import compile_in_thread, enable_compilation_cache
+from beastybar_jax.training.device_monitor import DeviceMonitor
 from beastybar_jax.training.evaluation import evaluation_hook
 from beastybar_jax.training.guards import check_finite_losses, check_finite_state
 from beastybar_jax.training.interrupt import Interrupted, StopRequest, acknowledge_stop, signal_name, when_forced
@@ -83,6 +84,9 @@ class TrainLoop:
     in use), :class:`~beastybar_jax.checkpoint.CheckpointError` and
     :class:`~beastybar_jax.config.ConfigError` before anything compiles.
     """
+
+    _monitor = None  # the GPU's NVML readings while :meth:`run` iterates (training.device_monitor)
+    _train_seconds = 0.0  # seconds of iterations in this process's run(), for max_train_seconds
 
     def __init__(self, config: TrainConfig, *, resume: bool = False, hooks: Iterable[IterationHook] = (),
                  console: bool = True, game: Game | None = None, trainer: Trainer | None = None,
@@ -223,6 +227,9 @@ class TrainLoop:
         self.state, metrics = step(self.state, iteration_key(self._rng, iteration))
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
         seconds = time.perf_counter() - start
+        self._train_seconds += seconds
+        if self._monitor is not None:  # the GPU's utilization, memory and power during it
+            metrics.update(self._monitor.take())
         iteration += 1
         check_finite_losses(iteration, metrics, self._saved)
         moves = int(metrics["moves"])
@@ -258,6 +265,8 @@ class TrainLoop:
         stop = config.num_iterations if until_iteration is None else min(until_iteration, config.num_iterations)
         sims = self.trainer.algorithm.simulations_per_move(config)
         iteration = self.start_iteration
+        self._train_seconds = 0.0
+        self._monitor = DeviceMonitor.create() if self.is_main else None
         self._stop = StopRequest().install()
         # A command line's watchdog (interrupt.CommandSignals) ends the process with this line
         # when a signal finds the loop stuck in a long compile or device call.
@@ -272,6 +281,10 @@ class TrainLoop:
                 if self.stop_requested:  # (another process's signal, in a multi-process run)
                     raise Interrupted(self._stop.signum or self._run_signum or signal.SIGTERM)
                 iteration = self._iterate(step, iteration, sims)
+                if config.max_train_seconds and self._train_seconds >= config.max_train_seconds and iteration < stop:
+                    self.logger.message(f"the time budget of {config.max_train_seconds:g} s is spent after iteration "
+                                        f"{iteration}: saving; continue with --resume", important=True)
+                    break
                 if config.checkpoint_every and iteration % config.checkpoint_every == 0 and iteration < stop:
                     self.save(force=True)
             self.save(force=True)
@@ -287,6 +300,8 @@ class TrainLoop:
                 message = f"{message} (the signal came to another process of the run)"
             raise Interrupted(signum, message) from None
         finally:
+            if self._monitor is not None:
+                self._monitor.close()
             self._stop.restore()
             when_forced(previous_forced)
             if not completed:

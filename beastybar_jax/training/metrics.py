@@ -26,6 +26,7 @@ _SECTIONS = {
     "policy_entropy": "learner", "grad_norm": "learner", "learning_rate": "learner", "num_updates": "learner",
     "trained": "learner",
     "buffer_size": "replay", "buffer_fill": "replay", "positions_inserted": "replay",
+    "gpu_utilization": "device", "gpu_memory_gb": "device", "gpu_power_w": "device", "gpu_power_share": "device",
 }
 
 
@@ -87,6 +88,8 @@ def format_line(iteration: int, total: int, m: Mapping[str, float]) -> str:
         parts.append(f"{m['iteration_seconds']:.2f} s")
     if "device_memory_bytes" in m:
         parts.append(f"mem {_gib(m['device_memory_bytes'])}")
+    if "gpu_utilization" in m:
+        parts.append(f"gpu {m['gpu_utilization']:.0f}% {m['gpu_power_w']:.0f} W")
     return " | ".join(parts)
 
 
