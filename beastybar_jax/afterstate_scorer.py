@@ -75,12 +75,13 @@ def check_game(config: AfterstateConfig, game: Game) -> None:
         raise ConfigError(f"{game.name}'s Afterstates gives compact and capacity together, or neither")
 
 
-def score_moves(config: AfterstateConfig, afterstates: Afterstates, num_actions: int, observation, features):
+def score_moves(config: AfterstateConfig, afterstates: Afterstates, num_actions: int, observation, features,
+                tier: int | None = None):
     """``(move logits [..., A], pooled move features [..., width])`` for observations
     ``[..., O]`` and their torso features ``[..., D]`` (inside a flax module: the scorer's
-    parameters are the submodule ``afterstates``)."""
+    parameters are the submodule ``afterstates``). ``tier``: see :class:`AfterstateScorer`."""
     flat = observation.reshape(-1, observation.shape[-1])
-    move_logits, pooled = AfterstateScorer(config, num_actions, afterstates, name="afterstates")(
+    move_logits, pooled = AfterstateScorer(config, num_actions, afterstates, tier, name="afterstates")(
         flat, features.reshape(flat.shape[0], features.shape[-1]))
     # Sizes spelled out: an empty batch has no -1 to infer.
     return (move_logits.reshape(*observation.shape[:-1], move_logits.shape[-1]),
@@ -89,6 +90,20 @@ def score_moves(config: AfterstateConfig, afterstates: Afterstates, num_actions:
 
 AFTERSTATE_GROUP = 128
 """Observations per list of afterstate rows (:class:`AfterstateScorer`)."""
+
+COMPLETE = "afterstates_complete"
+"""The name under which a scorer with a ``tier`` sows whether its lists held every row."""
+
+
+def num_tiers(config: AfterstateConfig | None, afterstates: Afterstates | None, num: int,
+              observation_size: int) -> int:
+    """How many ways a batch of ``num`` observations can be scored: the game's list
+    capacities in turn, then the slots (1: the slots only). A scorer with ``tier=k``
+    scores the ``k``-th way, without the ``nn.cond`` that picks one."""
+    if config is None:
+        return 1
+    plan = AfterstateScorer.plan(config, afterstates, num, observation_size)
+    return 1 if plan is None else len(plan[2]) + 1
 
 
 class AfterstateScorer(nn.Module):
@@ -111,11 +126,23 @@ class AfterstateScorer(nn.Module):
     where there are some instead of 15 x 15 slots). Where a group's lists overflow, the
     batch tries the next of the game's reply capacities (``Afterstates.capacity``),
     then the per-observation slots, under ``nn.cond`` (only the branch taken runs), so the
-    outputs are the same either way."""
+    outputs are the same either way.
+
+    ``tier=k`` scores the batch the ``k``-th way (:func:`num_tiers`: its list capacities,
+    then the slots) without that ``nn.cond``, and sows under ``intermediates`` /
+    :data:`COMPLETE` whether every row fitted: where not, the outputs are not the
+    network's, and the caller must score again at a later tier. The search does so once
+    per search, outside its simulation loop, where a ``cond`` would stop the GPU for the
+    host at every simulation (``search/determinized.py``).
+
+    While parameters are initialized, a game that declares ``Afterstates.max_moves`` gets
+    zero rows of the plies' shapes: the parameters depend on shapes only, and the game's
+    engine is not traced."""
 
     config: AfterstateConfig
     num_actions: int
     afterstates: Afterstates  # the game's
+    tier: int | None = None
 
     def setup(self):
         self.afterstate_in = nn.Dense(self.config.width)
@@ -135,45 +162,69 @@ class AfterstateScorer(nn.Module):
             # Zero: a network with answers starts as the one without them.
             self.answer_to_reply = nn.Dense(self.config.width, use_bias=False, kernel_init=nn.initializers.zeros_init())
 
-    def __call__(self, observations, features):
-        num = observations.shape[0]
-        if self.afterstates.compact is None or num == 0:  # an empty batch has no lists to build
-            return self.in_slots(observations, features)
+    @staticmethod
+    def plan(config: AfterstateConfig, afterstates: Afterstates, num: int, observation_size: int):
+        """``(group, capacity, tiers)`` for a batch of ``num`` observations: lists of
+        ``capacity`` moves for each ``group`` of observations and the (reply, answer)
+        capacities to try in turn; None where the batch is scored in slots (no lists, an
+        empty batch, or lists that would save nothing, as for one observation)."""
+        if afterstates.compact is None or num == 0:  # an empty batch has no lists to build
+            return None
         # Lists for each group of AFTERSTATE_GROUP observations, not for the batch: a
         # list stays on one device where a batch is split over devices in multiples of it.
         group = min(num, AFTERSTATE_GROUP)
-        groups = -(-num // group)
-        capacity, reply_capacities, *answer_pairs = self.afterstates.capacity(group)
-        slots = jax.eval_shape(self.afterstates.legal, observations[0])[1].shape[-1]
-        if capacity >= group * slots:  # no saving: a single observation, say
-            return self.in_slots(observations, features)
-        padded = groups * group  # all-zero padding observations (Beasty Bar: not to move, so no rows)
-        grouped = lambda x: jnp.pad(x, ((0, padded - num), (0, 0))).reshape(groups, group, -1)  # noqa: E731
+        capacity, reply_capacities, *answer_pairs = afterstates.capacity(group)
+        slots = afterstates.max_moves or jax.eval_shape(
+            afterstates.legal, jax.ShapeDtypeStruct((observation_size,), jnp.float32))[1].shape[-1]
+        if capacity >= group * slots:  # no saving
+            return None
         # Lists with room for the replies (and answers) of a usual batch first; where they
         # overflow, lists with room for more (the game's reply capacities in turn, or with
-        # answers its (reply, answer) pairs), then the slots. Only the branch taken runs.
-        if not self.config.replies:
+        # answers its (reply, answer) pairs), then the slots.
+        if not config.replies:
             tiers = ((0, 0),)
-        elif not self.config.answers:
+        elif not config.answers:
             tiers = tuple((r, 0) for r in reply_capacities)
         else:
             if not answer_pairs:
                 raise ValueError("network.afterstates.answers: the game's Afterstates.capacity gives no (reply, answer) "
                                  "capacity pairs")
             tiers = tuple(answer_pairs[0])
+        return group, capacity, tiers
+
+    def __call__(self, observations, features):
+        num = observations.shape[0]
+        plan = self.plan(self.config, self.afterstates, num, observations.shape[-1])
+        if plan is None or (self.tier is not None and self.tier >= len(plan[2])):
+            if self.tier is not None:
+                self.sow("intermediates", COMPLETE, jnp.ones((), bool))
+            return self.in_slots(observations, features)
+        group, capacity, tiers = plan
+        groups = -(-num // group)
+        padded = groups * group  # all-zero padding observations (Beasty Bar: not to move, so no rows)
+        grouped = lambda x: jnp.pad(x, ((0, padded - num), (0, 0))).reshape(groups, group, -1)  # noqa: E731
+
+        def lists_of(tier, scorer, observations):
+            return jax.vmap(lambda o: scorer.afterstates.compact(o, capacity, *tiers[tier]))(grouped(observations))
+
+        def score(lists, scorer, observations, features):
+            logits, pooled = jax.vmap(scorer.score_lists)(lists, grouped(features))
+            return logits.reshape(padded, -1)[:num], pooled.reshape(padded, -1)[:num]
+
+        if self.tier is not None:  # one tier, no choice: whether it held every row is told, not acted on
+            lists = lists_of(self.tier, self, observations)
+            self.sow("intermediates", COMPLETE, jnp.all(lists.complete))
+            return score(lists, self, observations, features)
 
         def in_lists(tier, scorer, observations, features):
-            lists = jax.vmap(lambda o: scorer.afterstates.compact(o, capacity, *tiers[tier]))(grouped(observations))
-
-            def score(scorer, observations, features):
-                logits, pooled = jax.vmap(scorer.score_lists)(lists, grouped(features))
-                return logits.reshape(padded, -1)[:num], pooled.reshape(padded, -1)[:num]
-
+            lists = lists_of(tier, scorer, observations)
             if tier + 1 < len(tiers):
                 overflow = functools.partial(in_lists, tier + 1)
             else:
                 overflow = lambda scorer, observations, features: scorer.in_slots(observations, features)  # noqa: E731
-            return nn.cond(jnp.all(lists.complete), score, overflow, scorer, observations, features)
+            # Only the branch taken runs.
+            return nn.cond(jnp.all(lists.complete), functools.partial(score, lists), overflow, scorer, observations,
+                           features)
 
         return in_lists(0, self, observations, features)
 
@@ -215,22 +266,38 @@ class AfterstateScorer(nn.Module):
             return nn.relu(self.move_hidden(first))
         return nn.relu(self.move_hidden(first) + self.reply_to_move(summary))
 
+    def plies(self, observations) -> tuple:
+        """The slots of the plies the config asks for: ``((rows [N, K, F], ids [N, K]),
+        (reply rows, ids)?, (answer rows, ids)?)``; zero rows while parameters are
+        initialized (where the game declares ``max_moves``)."""
+        depth = 1 + self.config.replies + self.config.answers
+        k, num = self.afterstates.max_moves, observations.shape[0]
+        if k and self.is_initializing():
+            shapes = [(num,) + (k,) * (ply + 1) for ply in range(depth)]
+            return tuple((jnp.zeros(shape + (self.afterstates.size,), jnp.float32),
+                          jnp.full(shape, self.num_actions, jnp.int32)) for shape in shapes)
+        if self.afterstates.plies is not None:
+            return jax.vmap(lambda o: self.afterstates.plies(o, depth))(observations)
+        functions = (self.afterstates.legal, self.afterstates.replies, self.afterstates.answers)[:depth]
+        return tuple(jax.vmap(f)(observations) for f in functions)
+
     def in_slots(self, observations, features):
         """The scorer on per-observation slots (``Afterstates.legal``: rows
         ``[N, K, F]``, ids ``[N, K]``; ``Afterstates.replies``: ``[N, K, R, F]``,
         ``[N, K, R]``; ``Afterstates.answers``: ``[N, K, R, Q, F]``, ``[N, K, R, Q]``)."""
-        afterstates, actions = jax.vmap(self.afterstates.legal)(observations)
+        plies = self.plies(observations)
+        afterstates, actions = plies[0]
         # One extra all-zero row: the logit of the actions that have none.
         rows = jnp.concatenate([afterstates, jnp.zeros_like(afterstates[..., :1, :])], axis=-2)  # [N, K + 1, F]
         first = self.first(rows, self.context_in(features)[..., None, :])
         summary = None
         if self.config.replies:
-            reply_rows, replies = jax.vmap(self.afterstates.replies)(observations)  # [N, K, R, F], [N, K, R]
+            reply_rows, replies = plies[1]  # [N, K, R, F], [N, K, R]
             reduce = lambda x, fill, how: getattr(jnp, how)(x, axis=-2)  # noqa: E731
             reply_first = self.reply_first(reply_rows, first[..., :-1, None, :])  # [N, K, R, W]
             answer_summary = None
             if self.config.answers:
-                answer_rows, answers = jax.vmap(self.afterstates.answers)(observations)  # [N, K, R, Q, F], [N, K, R, Q]
+                answer_rows, answers = plies[2]  # [N, K, R, Q, F], [N, K, R, Q]
                 answer_summary = self.summary(self.answer_units(answer_rows, reply_first[..., None, :]),
                                               answers < self.num_actions, reduce)
             summary = self.summary(self.reply_units(reply_first, answer_summary), replies < self.num_actions, reduce)

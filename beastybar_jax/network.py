@@ -247,6 +247,12 @@ class PolicyValueNet(nn.Module):
     num_actions: int
     token_layout: Optional[TokenLayout] = None
     afterstates: Optional[Afterstates] = None
+    afterstate_tier: Optional[int] = None  # afterstate_scorer.AfterstateScorer's tier (None: it picks)
+
+    def afterstate_tiers(self, batch_size: int, observation_size: int) -> int:
+        """The ways a batch of ``batch_size`` observations can be scored
+        (:func:`afterstate_scorer.num_tiers`; 1 without the scorer)."""
+        return afterstate_scorer.num_tiers(self.config.afterstates, self.afterstates, batch_size, observation_size)
 
     @nn.compact
     def __call__(self, observation) -> NetworkOutput:
@@ -272,7 +278,7 @@ class PolicyValueNet(nn.Module):
         policy_logits = head(self.num_actions, "policy_head")(features)
         if cfg.afterstates is not None:  # the afterstate scorer (its parameters: "afterstates")
             move_logits, pooled = afterstate_scorer.score_moves(cfg.afterstates, self.afterstates, self.num_actions,
-                                                                observation, features)
+                                                                observation, features, self.afterstate_tier)
             policy_logits = policy_logits + move_logits
             features = jnp.concatenate([features, pooled], axis=-1)
         value = jnp.tanh(head(1, "value_head")(features)[..., 0])

@@ -6,8 +6,9 @@ the Pallas walk (interpreted on the CPU) walks as the XLA walk does; the state p
 round-trips every dtype; and ``run_search``'s program, lowered for a CUDA GPU from this
 CPU (``jax.export``), holds in its simulation loop no ``while`` without a constant bound
 and no ``case``/``if`` (each a device-to-host copy and a wait per iteration on a GPU),
-with and without the network's afterstates; the dynamic loop's program, which has such
-loops, fails the same check.
+with and without the network's afterstates (whose list capacities are chosen once per
+search, outside the loop); the dynamic loop's program, which has such loops, fails the
+same check.
 """
 
 from __future__ import annotations
@@ -91,11 +92,11 @@ def lowered_search(loop: str, afterstates: bool, platform: str = "cuda") -> str:
     return exported.mlir_module()
 
 
-@pytest.mark.parametrize("afterstates", [False], ids=["plain"])
+@pytest.mark.parametrize("afterstates", [False, True], ids=["plain", "afterstates"])
 def test_the_gpu_program_has_no_host_round_trip_inside_a_simulation(afterstates):
     structure = programs.loop_structure(lowered_search("static-pallas", afterstates), NUM_SIMULATIONS)
     assert structure.host_round_trips == ()
-    assert structure.kernels.count(TRITON) == 1  # the walk, a loop on the device
+    assert TRITON in structure.kernels  # the walk, a loop on the device
 
 
 def test_the_dynamic_loop_fails_the_same_check():

@@ -193,6 +193,12 @@ class Afterstates(NamedTuple):
       answers: a third ply, with ``replies``: ``answers(observation) -> (float32[K, R, Q, size],
         int32[K, R, Q])``: for each reply slot, the observer's legal answers as far as the
         observer knows them (none where their own next hand is not known).
+      plies: optional, ``plies(observation, n) -> ((rows, ids), ...)``: ``legal``,
+        ``replies`` and ``answers``, the first ``n`` of them, in one computation (a ply's
+        successors feed the next instead of being stepped again): the scorer uses it when given.
+      max_moves: ``K``, the row slots of each ply (the most legal actions a position has),
+        when every ply has ``K`` slots a row: the scorer then initializes its parameters
+        from zero rows of those shapes without tracing the game's functions. 0: unknown.
     """
 
     legal: Callable[[jax.Array], tuple]
@@ -201,6 +207,8 @@ class Afterstates(NamedTuple):
     capacity: Optional[Callable[[int], tuple]] = None
     replies: Optional[Callable[[jax.Array], tuple]] = None
     answers: Optional[Callable[[jax.Array], tuple]] = None
+    plies: Optional[Callable[[jax.Array, int], tuple]] = None
+    max_moves: int = 0
 
 
 class Game(NamedTuple):

@@ -28,8 +28,9 @@ stays finite.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from typing import Callable
+from typing import Any, Callable, Optional
 
 import chex
 import jax
@@ -73,16 +74,46 @@ class SearchOutput:
     action_values: chex.Array = None
 
 
-def network_evaluator(game: Game, network, params) -> Evaluator:
-    """An evaluator that observes each state for its own player to move and applies
-    ``network`` (a :class:`beastybar_jax.network.PolicyValueNet`) with ``params``."""
+@dataclasses.dataclass(frozen=True)
+class NetworkEvaluator:
+    """An :data:`Evaluator` that observes each state for its own player to move and applies
+    ``network`` (a :class:`beastybar_jax.network.PolicyValueNet`) with ``params``.
 
-    def evaluate(states):
-        observations = jax.vmap(game.observe)(states, states.current_player)
-        out = network.apply(params, observations)
-        return out.policy_logits.astype(jnp.float32), out.value.astype(jnp.float32)
+    A network with the afterstate scorer may score a batch several ways (lists of the
+    game's capacities in turn, then slots), each exact where its rows fit; the scorer
+    picks with an ``nn.cond``, a host round trip on a GPU. :meth:`at_tier` gives an
+    evaluator that scores one way only and also returns whether every row fitted
+    (``(logits, value, complete bool[])``); :func:`run_search` uses it to choose once per
+    search instead of once per simulation."""
 
-    return evaluate
+    game: Game
+    network: Any
+    params: Any
+    tier: Optional[int] = None
+
+    def __call__(self, states):
+        observations = jax.vmap(self.game.observe)(states, states.current_player)
+        if self.tier is None:
+            out = self.network.apply(self.params, observations)
+            return out.policy_logits.astype(jnp.float32), out.value.astype(jnp.float32)
+        network = self.network.clone(afterstate_tier=self.tier)
+        out, sown = network.apply(self.params, observations, mutable=["intermediates"])
+        flags = jax.tree.leaves(sown)
+        complete = jnp.all(jnp.stack(flags)) if flags else jnp.ones((), bool)
+        return out.policy_logits.astype(jnp.float32), out.value.astype(jnp.float32), complete
+
+    def tiers(self, batch_size: int) -> int:
+        """How many ways a batch of ``batch_size`` states can be evaluated (1: one)."""
+        tiers = getattr(self.network, "afterstate_tiers", None)
+        return 1 if tiers is None else tiers(batch_size, self.game.observation_size)
+
+    def at_tier(self, tier: int) -> "NetworkEvaluator":
+        return dataclasses.replace(self, tier=tier)
+
+
+def network_evaluator(game: Game, network, params) -> NetworkEvaluator:
+    """The :class:`NetworkEvaluator` of ``network`` with ``params``."""
+    return NetworkEvaluator(game, network, params)
 
 
 def uniform_evaluator(game: Game) -> Evaluator:
@@ -122,20 +153,25 @@ def sample_worlds(game: Game, states, key: jax.Array, num_worlds: int):
 
 
 def _evaluate_node(game: Game, evaluate: Evaluator, states):
-    """Masked prior logits ``[N, A]`` and value ``[N]`` (0 at finished games)."""
-    logits, value = evaluate(states)
+    """Masked prior logits ``[N, A]`` and value ``[N]`` (0 at finished games), and with a
+    one-tier evaluator (:meth:`NetworkEvaluator.at_tier`) whether its rows fitted, else None."""
+    logits, value, *complete = evaluate(states)
     legal = jax.vmap(game.legal_action_mask)(states)
     value = jnp.where(states.terminated, 0.0, value.astype(jnp.float32))
-    return mask_logits(logits, legal), value
+    return mask_logits(logits, legal), value, (complete[0] if complete else None)
 
 
-def make_recurrent_fn(game: Game, evaluate: Evaluator):
-    """The mctx ``recurrent_fn``: steps the engine from the embedded states."""
+def make_recurrent_fn(game: Game, evaluate: Evaluator, flagged: bool = False):
+    """The mctx ``recurrent_fn``: steps the engine from the embedded states. ``flagged``:
+    the embeddings are ``(state, fitted)``, ``fitted`` whether a one-tier evaluator's rows
+    fitted at that node's evaluation."""
 
     def recurrent_fn(params, rng_key, action, parent):
         del params, rng_key  # the evaluator closes over its parameters
+        if flagged:
+            parent, _ = parent
         child = jax.vmap(game.step)(parent, action)
-        prior_logits, value = _evaluate_node(game, evaluate, child)
+        prior_logits, value, fitted = _evaluate_node(game, evaluate, child)
         mover = parent.current_player.astype(jnp.int32)
         reward = jnp.take_along_axis(child.rewards, mover[:, None], axis=-1)[:, 0]
         reward = jnp.where(parent.terminated, 0.0, reward).astype(jnp.float32)
@@ -143,9 +179,50 @@ def make_recurrent_fn(game: Game, evaluate: Evaluator):
         discount = jnp.where(child.terminated | parent.terminated, 0.0, jnp.where(same_mover, 1.0, -1.0))
         output = mctx.RecurrentFnOutput(
             reward=reward, discount=discount.astype(jnp.float32), prior_logits=prior_logits, value=value)
+        if flagged:
+            return output, (child, jnp.broadcast_to(fitted, child.current_player.shape))
         return output, child
 
     return recurrent_fn
+
+
+def _policy_search(game: Game, evaluate: Evaluator, worlds, legal, key, config: SearchConfig, add_noise):
+    """mctx's policy on the ``[N]`` worlds: ``(PolicyOutput, complete bool[])``; ``complete``
+    says whether a one-tier evaluator's rows fitted at every evaluation (True for others)."""
+    prior_logits, value, complete = _evaluate_node(game, evaluate, worlds)
+    tiered = complete is not None
+    recurrent_fn = make_recurrent_fn(game, evaluate, flagged=tiered)
+    # With tiers, each node carries whether its evaluation's rows fitted.
+    embedding = (worlds, jnp.broadcast_to(complete, worlds.current_player.shape)) if tiered else worlds
+    root = mctx.RootFnOutput(prior_logits=prior_logits, value=value, embedding=embedding)
+    max_depth = config.max_depth or game.max_game_length + DEPTH_MARGIN
+    shared = dict(params=(), rng_key=key, root=root, recurrent_fn=recurrent_fn,
+                  num_simulations=config.num_simulations, max_depth=max_depth, invalid_actions=~legal)
+    if config.algorithm == "gumbel":
+        policy_output = mctx.gumbel_muzero_policy(
+            **shared,
+            qtransform=functools.partial(
+                mctx.qtransform_completed_by_mix_value,
+                value_scale=float(config.value_scale),
+                maxvisit_init=float(config.maxvisit_init)),
+            max_num_considered_actions=config.max_num_considered_actions,
+            gumbel_scale=jnp.where(add_noise, float(config.gumbel_scale), 0.0),
+        )
+    else:
+        policy_output = mctx.muzero_policy(
+            **shared,
+            dirichlet_alpha=float(config.dirichlet_alpha),
+            dirichlet_fraction=jnp.where(add_noise, float(config.dirichlet_fraction), 0.0),
+            pb_c_init=float(config.pb_c_init),
+            pb_c_base=float(config.pb_c_base),
+            temperature=jnp.where(add_noise, 1.0, 0.0),
+        )
+    if not tiered:
+        return policy_output, jnp.ones((), bool)
+    # Every node of the tree was evaluated once (or its slot was never used: still True).
+    fitted = policy_output.search_tree.embeddings[1]
+    visited = policy_output.search_tree.node_visits > 0
+    return policy_output, jnp.all(fitted | ~visited)
 
 
 def _policy_value(tree: mctx.Tree, weights: jax.Array, legal: jax.Array) -> jax.Array:
@@ -211,32 +288,19 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
 
     worlds = sample_worlds(game, states, world_key, num_worlds)  # [B*K]
     legal = jax.vmap(game.legal_action_mask)(worlds)  # [B*K, A]
-    prior_logits, value = _evaluate_node(game, evaluate, worlds)
-    root = mctx.RootFnOutput(prior_logits=prior_logits, value=value, embedding=worlds)
-    recurrent_fn = make_recurrent_fn(game, evaluate)
-
-    max_depth = config.max_depth or game.max_game_length + DEPTH_MARGIN
-    shared = dict(params=(), rng_key=search_key, root=root, recurrent_fn=recurrent_fn,
-                  num_simulations=config.num_simulations, max_depth=max_depth, invalid_actions=~legal)
-    if config.algorithm == "gumbel":
-        policy_output = mctx.gumbel_muzero_policy(
-            **shared,
-            qtransform=functools.partial(
-                mctx.qtransform_completed_by_mix_value,
-                value_scale=float(config.value_scale),
-                maxvisit_init=float(config.maxvisit_init)),
-            max_num_considered_actions=config.max_num_considered_actions,
-            gumbel_scale=jnp.where(add_noise, float(config.gumbel_scale), 0.0),
-        )
+    tiers = evaluate.tiers(batch * num_worlds) if hasattr(evaluate, "tiers") else 1
+    if tiers == 1:
+        policy_output, _ = _policy_search(game, evaluate, worlds, legal, search_key, config, add_noise)
     else:
-        policy_output = mctx.muzero_policy(
-            **shared,
-            dirichlet_alpha=float(config.dirichlet_alpha),
-            dirichlet_fraction=jnp.where(add_noise, float(config.dirichlet_fraction), 0.0),
-            pb_c_init=float(config.pb_c_init),
-            pb_c_base=float(config.pb_c_base),
-            temperature=jnp.where(add_noise, 1.0, 0.0),
-        )
+        # Each tier is exact where its rows fit: search at the first, and again at the next
+        # where some evaluation's did not (rare). The choice is made once per search, outside
+        # its simulation loop (a cond inside would stop the GPU for the host every simulation).
+        def at(tier):
+            return lambda: _policy_search(game, evaluate.at_tier(tier), worlds, legal, search_key, config, add_noise)
+
+        policy_output, complete = at(0)()
+        for tier in range(1, tiers):
+            policy_output, complete = jax.lax.cond(complete, lambda out=(policy_output, complete): out, at(tier))
     summary = policy_output.search_tree.summary()
 
     # Combine the K worlds of each decision at the root.

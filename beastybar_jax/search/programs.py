@@ -120,8 +120,8 @@ def _constant_bound(condition: list[str], constants: dict[str, int]):
 
 
 def loop_structure(stablehlo_text: str, trip_count: int) -> LoopStructure:
-    """The :class:`LoopStructure` of the loop of ``trip_count`` iterations (the simulation
-    loop; the largest one if several have that bound). Raises ``ValueError`` if none."""
+    """The :class:`LoopStructure` of the loops of ``trip_count`` iterations (the simulation
+    loops: a program may search more than once), together. Raises ``ValueError`` if none."""
     functions = _functions(stablehlo_text)
     # SSA names are scoped by function: each function's integer constants apart.
     constants = {name: {m.group(1): int(m.group(2)) for line in lines if (m := _CONSTANT.match(line))}
@@ -130,8 +130,7 @@ def loop_structure(stablehlo_text: str, trip_count: int) -> LoopStructure:
                   if _constant_bound(condition, constants[name]) == trip_count]
     if not candidates:
         raise ValueError(f"no loop of {trip_count} iterations in the program")
-    chunks = max((_inside(name, body, functions) for name, body in candidates),
-                 key=lambda chunks: sum(len(lines) for _, lines in chunks))
+    chunks = [chunk for name, body in candidates for chunk in _inside(name, body, functions)]
     unbounded, bounded, conditionals, kernels = [], [], [], []
     for name, lines in chunks:
         for condition, _ in _whiles(lines):

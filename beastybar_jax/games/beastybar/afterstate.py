@@ -96,6 +96,36 @@ def known_state(observation: jax.Array) -> State:
     )
 
 
+def legal_plies(observation: jax.Array, plies: int) -> tuple:
+    """:func:`legal_afterstates`, and with ``plies`` 2 and 3 :func:`legal_replies` and
+    :func:`legal_answers`, of one observation in one computation: each ply's successors
+    are computed once and feed the next ply (the three functions apart would step the
+    engine six times). Returns a ``plies``-tuple of ``(rows, actions)``."""
+    counts = split_observation(observation)["counts"]
+    to_move = counts[8] > 0
+    state = known_state(observation)
+    actions, used, after = _successors(state)  # [15]
+    rows = jnp.where(used[:, None], _rows(state.bar[None], state.thats_it[None], after, True), 0.0)
+    out = [(jnp.where(to_move, rows, 0.0), jnp.where(to_move, actions, A.NUM_ACTIONS))]
+    if plies >= 2:  # the opponent's replies, where their hand is known (their deck empty)
+        hand_known = to_move & (counts[3] == 0)
+        replies, replied, answered = jax.vmap(_successors)(after)  # [15, 15]
+        rows = jax.vmap(lambda before, then: _rows(before.bar[None], before.thats_it[None], then, True))(
+            after, answered)
+        rows = jnp.where(replied[..., None], rows, 0.0)
+        valid = hand_known & used[:, None] & (replies < A.NUM_ACTIONS)
+        out.append((jnp.where(valid[..., None], rows, 0.0), jnp.where(valid, replies, A.NUM_ACTIONS)))
+    if plies >= 3:  # the observer's answers, where both decks are empty
+        known = hand_known & (counts[1] == 0)
+        answers, used3, then = jax.vmap(jax.vmap(_successors))(answered)  # [15, 15, 15]
+        rows = jax.vmap(jax.vmap(lambda before, then: _rows(before.bar[None], before.thats_it[None], then, True)))(
+            answered, then)
+        rows = jnp.where(used3[..., None], rows, 0.0)
+        valid = known & (used[:, None] & replied)[..., None] & (answers < A.NUM_ACTIONS)
+        out.append((jnp.where(valid[..., None], rows, 0.0), jnp.where(valid, answers, A.NUM_ACTIONS)))
+    return tuple(out)
+
+
 def legal_afterstates(observation: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The known result of each *legal* action of the observer, from an observation
     (``observe.observe``) of a position where the observer is to move (module docstring).
@@ -106,10 +136,7 @@ def legal_afterstates(observation: jax.Array) -> tuple[jax.Array, jax.Array]:
       no legal action (all rows unused) when the observer is not to move or the game
       is over.
     """
-    counts = split_observation(observation)["counts"]
-    to_move = counts[8] > 0
-    rows, actions = legal_rows(known_state(observation), 0)
-    return jnp.where(to_move, rows, 0.0), jnp.where(to_move, actions, A.NUM_ACTIONS)
+    return legal_plies(observation, 1)[0]
 
 
 def legal_replies(observation: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -126,12 +153,7 @@ def legal_replies(observation: jax.Array) -> tuple[jax.Array, jax.Array]:
       rows unused) where the move slot is unused, the move ends the game, the opponent's
       hand is not known, or the observer is not to move.
     """
-    counts = split_observation(observation)["counts"]
-    hand_known = (counts[8] > 0) & (counts[3] == 0)  # to move, the opponent's deck empty
-    actions, used, after = _successors(known_state(observation))  # after: [15]
-    rows, replies = jax.vmap(legal_rows, in_axes=(0, None))(after, 0)  # [15, 15, 109], [15, 15]
-    valid = hand_known & used[:, None] & (replies < A.NUM_ACTIONS)
-    return jnp.where(valid[..., None], rows, 0.0), jnp.where(valid, replies, A.NUM_ACTIONS)
+    return legal_plies(observation, 2)[1]
 
 
 def legal_answers(observation: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -146,13 +168,7 @@ def legal_answers(observation: jax.Array) -> tuple[jax.Array, jax.Array]:
       the replies' rows); ``NUM_ACTIONS`` and zero rows for unused ones. No answers where
       the reply slot is unused or the reply ends the game, or either deck holds a card.
     """
-    counts = split_observation(observation)["counts"]
-    known = (counts[8] > 0) & (counts[3] == 0) & (counts[1] == 0)  # to move, both decks empty
-    _, used, after = _successors(known_state(observation))  # [15]
-    _, replied, answered = jax.vmap(_successors)(after)  # [15, 15] states after each reply
-    rows, answers = jax.vmap(jax.vmap(legal_rows, in_axes=(0, None)), in_axes=(0, None))(answered, 0)
-    valid = known & (used[:, None] & replied)[..., None] & (answers < A.NUM_ACTIONS)
-    return jnp.where(valid[..., None], rows, 0.0), jnp.where(valid, answers, A.NUM_ACTIONS)
+    return legal_plies(observation, 3)[2]
 
 
 def afterstate_features(observation: jax.Array) -> jax.Array:

@@ -50,5 +50,6 @@ BEASTYBAR = Game(
                   exact_actions=solver.exact_actions, endgame_suite=suite.yardstick),
     afterstates=Afterstates(legal=afterstate.legal_afterstates, size=afterstate.AFTERSTATE_SIZE,
                             compact=afterstate.compact_afterstates, capacity=afterstate.afterstate_capacity,
-                            replies=afterstate.legal_replies, answers=afterstate.legal_answers),
+                            replies=afterstate.legal_replies, answers=afterstate.legal_answers,
+                            plies=afterstate.legal_plies, max_moves=afterstate.MAX_LEGAL_ACTIONS),
 )
