@@ -18,9 +18,12 @@ registered game can be played.
 
 from __future__ import annotations
 
+import concurrent.futures
 import re
 import signal
 import sys
+import threading
+import time
 from typing import Callable
 
 INTERRUPTED = 128 + signal.SIGINT  # a command line's exit code after Ctrl-C, as training.interrupt's
@@ -88,11 +91,16 @@ def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed:
     ``"opponent"`` points for games that count points), or None if the human quit (or
     input ended). Ctrl-C (``KeyboardInterrupt``) abandons the game and is raised on."""
     game = get_game("beastybar") if game is None else game
+    # The opponent's program compiles in the background from now on (from the state's
+    # shapes: the deal itself runs beside it), while the table is shown and the player
+    # thinks; a move that needs it waits, the seconds shown.
+    example = jax.eval_shape(game.init, jax.random.key(0))
+    compiling = _compile_in_background(opponent.act, example, jax.eval_shape(lambda: jax.random.key(0)))
     state, key = deal(game, seed)
     human, key = human_seat(state, key, seat)
     seat = "first" if human == int(state.current_player) else "second"
     step = jax.jit(game.step)
-    opponent_act = jax.jit(opponent.act)
+    opponent_act = None
 
     print_fn(f"You are P{human} and move {seat}; your opponent is {opponent.name}. {HELP}")
     try:
@@ -121,6 +129,8 @@ def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed:
                         print_fn(message)
             else:
                 key, act_key = jax.random.split(key)
+                if opponent_act is None:
+                    opponent_act = _compiled(compiling, opponent.name, print_fn)
                 action = int(opponent_act(state, act_key))
             after = step(state, action)
             print_fn(describe_move(game, state, after, action, human))
@@ -141,6 +151,45 @@ def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed:
     else:
         print_fn(f"Final score: you {result['you']} - opponent {result['opponent']}. {verdict}")
     return result
+
+
+def _compile_in_background(act, state, key) -> concurrent.futures.Future:
+    """``act`` compiled for ``(state, key)`` (arrays or their shapes) in a daemon thread
+    (XLA's options for programs a person waits on:
+    ``training.compilation.interactive_compiler_options``)."""
+    from beastybar_jax.training.compilation import interactive_compiler_options
+
+    started = time.monotonic()
+    future: concurrent.futures.Future = concurrent.futures.Future()
+
+    def work():
+        try:
+            compiled = jax.jit(act).lower(state, key).compile(interactive_compiler_options())
+            future.set_result((compiled, time.monotonic() - started))
+        except BaseException as e:  # noqa: BLE001 -- raised where the move waits for it
+            future.set_exception(e)
+
+    threading.Thread(target=work, name="compile-opponent", daemon=True).start()
+    future.started = started
+    return future
+
+
+def _compiled(future: concurrent.futures.Future, name: str, print_fn: Callable[..., None]):
+    """The opponent's compiled function; while it still compiles, the seconds so far
+    (rewritten in place on a terminal), then how long it took."""
+    tty = sys.stderr.isatty()
+    waited = not future.done()
+    while not future.done():
+        if tty:
+            print(f"\r{name} is compiling its first move: {time.monotonic() - future.started:.0f} s",
+                  end="", file=sys.stderr, flush=True)
+        concurrent.futures.wait([future], timeout=1.0)
+    compiled, seconds = future.result()
+    if waited:
+        if tty:
+            print("\r" + " " * 60 + "\r", end="", file=sys.stderr, flush=True)
+        print_fn(f"({name} compiled in {seconds:.0f} s)")
+    return compiled
 
 
 def print_error(text: str) -> None:
@@ -204,7 +253,7 @@ def main(argv=None, input_fn: Callable[[str], str] = input, print_fn: Callable[.
     dealt = f"Deal seed {seed}" if args.seed is not None else "A random deal"
     told = f"the deal's seed was {seed}: --seed {seed} deals this game again" if args.seed is None else ""
     when_forced(lambda signum: f"\ninterrupted by {signal_name(signum)}: game abandoned" + (told and f"; {told}"))
-    print_fn(f"{dealt}. Preparing the opponent (the first move compiles, which can take a while)...")
+    print_fn(f"{dealt}. The opponent compiles its first move meanwhile (on a CPU, a few seconds).")
     code = 0
     try:
         play_game(opponent, game=game, seat=args.seat, seed=seed, input_fn=input_fn, print_fn=print_fn)

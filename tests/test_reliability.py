@@ -871,3 +871,27 @@ def test_the_progress_bar_says_compiling_with_the_seconds_so_far():
     assert _StatusColumn().render(Task()).plain == "compiling the training iteration 12 s"
     Task.fields = dict(status=None, status_since=None)
     assert _StatusColumn().render(Task()).plain == ""
+
+
+def test_what_native_code_prints_during_a_compile_goes_to_the_library_log(tmp_path, capfd):
+    """Within ``native_output_to_library_log`` (the training loop's compiles), bytes written
+    to file descriptor 2, as XLA's C++ "Very slow compile?" alarms are, land in the run's
+    library log, not the terminal; outside it, and with no library log set, they reach the
+    terminal as before."""
+    import os
+
+    from beastybar_jax.training.library_log import native_output_to_library_log, send_library_output_to
+
+    log = tmp_path / "library.log"
+    with native_output_to_library_log():  # no library log set: nothing moves
+        os.write(2, b"before\n")
+    undo = send_library_output_to(str(log))
+    try:
+        with native_output_to_library_log():
+            os.write(2, b"E0000 Very slow compile? If you want to file a bug\n")
+        os.write(2, b"after\n")
+    finally:
+        undo()
+    err = capfd.readouterr().err
+    assert "before" in err and "after" in err and "Very slow compile" not in err
+    assert "Very slow compile" in log.read_text()

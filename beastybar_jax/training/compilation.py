@@ -100,3 +100,13 @@ def compiles_in_flight() -> bool:
     command line should then end with ``os._exit``: interpreter shutdown while XLA
     compiles in another thread can crash)."""
     return any(t.name == "beastybar-compile" and t.is_alive() for t in threading.enumerate())
+
+
+def interactive_compiler_options() -> dict | None:
+    """XLA options for the programs a person waits on (an agent's move in ``play.py`` or
+    the web app): on a CPU, LLVM's optimization level 1 compiles the shipped champion's
+    move in 8 s instead of 11 with bitwise the same outputs (level 0 would change them);
+    elsewhere none."""
+    import jax
+
+    return {"xla_backend_optimization_level": 1} if jax.default_backend() == "cpu" else None

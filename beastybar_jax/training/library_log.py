@@ -6,14 +6,18 @@ save on a full disk: dozens of tracebacks, their number depending on timing) goe
 :func:`send_library_output_to` routes the ``absl`` (orbax), ``asyncio``, ``orbax`` and
 ``concurrent.futures`` loggers, exceptions that end a thread other than the main one
 (``threading.excepthook``) and "Exception ignored in ..." reports
-(``sys.unraisablehook``) to the file. A file that cannot be written (a full disk)
-drops them quietly: the command's own error line says what failed.
+(``sys.unraisablehook``) to the file, and during compiles
+(:func:`native_output_to_library_log`) what XLA's C++ prints to standard error (its
+"Very slow compile?" alarms). A file that cannot be written (a full disk) drops them
+quietly: the command's own error line says what failed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
+import os
 import sys
 import threading
 import traceback
@@ -45,10 +49,42 @@ def _append(path: str, text: str) -> None:
         pass
 
 
+_NATIVE_LOG: list[str] = []  # the path of send_library_output_to in force, if any
+
+
+@contextlib.contextmanager
+def native_output_to_library_log():
+    """Within the block, what native code writes to the process's standard error (XLA's
+    "Very slow compile?" alarms, printed by C++ straight to file descriptor 2) goes to the
+    library log of :func:`send_library_output_to` instead of the terminal; a no-op when
+    none is set or it cannot be opened. Meant for a compile: Python's own lines written
+    meanwhile go there too."""
+    if not _NATIVE_LOG:
+        yield
+        return
+    try:
+        fd = os.open(_NATIVE_LOG[-1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    os.close(fd)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def send_library_output_to(path: str) -> Callable[[], None]:
     """Route library logs, thread exceptions and unraisable exceptions to ``path``
-    (appended). Returns a function that undoes it."""
+    (appended), and native standard error within :func:`native_output_to_library_log`.
+    Returns a function that undoes it."""
     handler = _QuietFileHandler(path)
+    _NATIVE_LOG.append(path)
     saved = []
     for name in LIBRARY_LOGGERS:
         logger = logging.getLogger(name)
@@ -74,6 +110,8 @@ def send_library_output_to(path: str) -> Callable[[], None]:
     sys.unraisablehook = unraisable_hook
 
     def undo() -> None:
+        if path in _NATIVE_LOG:
+            _NATIVE_LOG.remove(path)
         for logger, propagate in saved:
             logger.removeHandler(handler)
             logger.propagate = propagate

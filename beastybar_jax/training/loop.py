@@ -39,6 +39,7 @@ from beastybar_jax.training import distributed
 from beastybar_jax.checkpoint import CheckpointError, Checkpointer, warm_start_params
 from beastybar_jax.training.compilation import compile_in_thread, enable_compilation_cache
 from beastybar_jax.training.device_monitor import DeviceMonitor
+from beastybar_jax.training.library_log import native_output_to_library_log
 from beastybar_jax.training.evaluation import evaluation_hook
 from beastybar_jax.training.guards import check_finite_losses, check_finite_state
 from beastybar_jax.training.interrupt import Interrupted, StopRequest, acknowledge_stop, signal_name, when_forced
@@ -194,7 +195,7 @@ class TrainLoop:
         """``lowered.compile()``, showing ``compiling <label>`` with the elapsed seconds
         and leaving the compile at once on SIGINT / SIGTERM (raises :class:`Interrupted`)."""
         start = time.perf_counter()
-        with self.logger.status(f"compiling {label}"):
+        with self.logger.status(f"compiling {label}"), native_output_to_library_log():
             compiled = compile_in_thread(lowered, self._check_stop)
         self.logger.message(f"compiled {label} in {time.perf_counter() - start:.1f} s")
         return compiled

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 from beastybar_jax.agents import Agent, AgentSpecError, make_agent
 from beastybar_jax.agents.registry import SpecInfo, check_agent_spec
 from beastybar_jax.games import Game
+from beastybar_jax.training.compilation import interactive_compiler_options
 from beastybar_jax.search import run_search
 
 # Analysis of an agent without a search of its own (a heuristic): plain MCTS.
@@ -213,7 +214,8 @@ class AgentPool:
         entry.started = time.monotonic()
         try:
             entry.agent = None if entry.kind == "exact" else self.build(entry.game, entry.spec)
-            entry.function = jax.jit(make_function(entry.agent)).lower(*_example(entry.game)).compile()
+            entry.function = jax.jit(make_function(entry.agent)).lower(*_example(entry.game)).compile(
+                interactive_compiler_options())
             entry.status = "ready"
         except AgentUnavailable as e:
             entry.status, entry.error = "error", str(e)

@@ -43,6 +43,7 @@ from beastybar_jax.games.base import AfterstateLists, as_player
 from beastybar_jax.games.beastybar import actions as A
 from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.games.beastybar import core
+from beastybar_jax.games.beastybar.lanes import lanes_written_out
 from beastybar_jax.games.beastybar.observe import QUEUE_TOKENS, split_observation
 from beastybar_jax.games.beastybar.state import State
 
@@ -301,7 +302,10 @@ def _compact(mask: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
     counts = jnp.sum(mask, axis=1, dtype=jnp.int32)  # [M]
     ends = jnp.cumsum(counts)  # [M] slots taken by rows 0..m
     slots = jnp.arange(size, dtype=jnp.int32)
-    owners = jnp.searchsorted(ends, slots, side="right").astype(jnp.int32)  # M past the last pair
+    # A scan of log2(M) steps on a CPU; where the program is compiled for a GPU (lanes.py),
+    # all comparisons at once: one kernel instead of a loop of small ones. The same result.
+    method = "compare_all" if lanes_written_out() else "scan"
+    owners = jnp.searchsorted(ends, slots, side="right", method=method).astype(jnp.int32)  # M past the last pair
     row = jnp.minimum(owners, rows - 1)
     rank = slots - (ends[row] - counts[row])  # the slot's place among its row's pairs
     mine = mask[row]  # [size, 31]
