@@ -140,6 +140,9 @@ BUDGETS = {
 }
 
 
+TRAIN_SECONDS_ENV = "BEASTYBAR_ACCEPTANCE_TRAIN_SECONDS"
+
+
 class UsageError(Exception):
     """Bad command-line input: one line, exit code 2."""
 
@@ -395,7 +398,10 @@ def run_part(name: str, scale: str, out: str) -> int:
         print(text, file=log_file, flush=True)
 
     result = dict(part=name, status="running", machine=machine(), figures=[])
-    for fig in PARTS[name](SCALES[scale], out, log):
+    sizes = dict(SCALES[scale])
+    if os.environ.get(TRAIN_SECONDS_ENV):  # --train-seconds, handed down to the part's process
+        sizes["train_seconds"] = float(os.environ[TRAIN_SECONDS_ENV])
+    for fig in PARTS[name](sizes, out, log):
         result["figures"].append(fig)
         _write_json(os.path.join(parts_dir, f"{name}.json"), result)
     result["status"] = "ok"
@@ -590,6 +596,8 @@ def parse_args(argv) -> argparse.Namespace:
     parser.add_argument("--out", help="directory for report.json, report.md and parts/")
     parser.add_argument("--scale", choices=tuple(SCALES), default="full")
     parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated subset of: " + ", ".join(PARTS))
+    parser.add_argument("--train-seconds", type=float, default=None,
+                        help="strength: seconds of training (default 150 at full scale); its budget grows alike")
     parser.add_argument("--jobs", type=int, default=1,
                         help="parts at a time (default 1: only then are timed figures comparable)")
     parser.add_argument("--commit", help="the commit to name in the report (default: the checkout's, from git; "
@@ -629,6 +637,12 @@ def main(argv=None) -> int:
     # at once (and with --jobs, several parts): JAX's default of taking 75% of a GPU's memory
     # at start would leave the later ones without. Children inherit the setting.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    if args.train_seconds is not None:
+        if not args.train_seconds > 0:
+            print(f"error: --train-seconds must be > 0, got {args.train_seconds:g}", file=sys.stderr)
+            return 2
+        os.environ[TRAIN_SECONDS_ENV] = repr(args.train_seconds)
+        BUDGETS[args.scale]["strength"] += args.train_seconds - (SCALES[args.scale]["train_seconds"] or 0)
     if args.run_part:
         return run_part(args.run_part, args.scale, out)
     try:

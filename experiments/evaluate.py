@@ -524,7 +524,8 @@ def _keep_finished(args, finished: list, signum: int, total: int | None = None) 
     written = f", written to {args.json}" if args.json else ""
     if whole:
         return f"interrupted by {name} after all {total} {unit}s finished: the tables show them{written}"
-    return (f"interrupted by {name} after {len(done)} finished {unit}s (the {unit} being "
+    finished = f"{len(done)} finished {unit}" + ("" if len(done) == 1 else "s")
+    return (f"interrupted by {name} after {finished} (the {unit} being "
             f"{'scored' if args.endgames else 'played'} is lost): the tables show the finished ones{written}")
 
 

@@ -188,7 +188,7 @@ def test_serve_commands_build_their_app(where, command, trained_run):
 BENCHMARKS = [c for c in COMMANDS if "experiments/benchmark.py" in c[1]]
 SELFPLAY_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py selfplay" in c[1]]
 PPO_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py ppo" in c[1]]
-SEARCH_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py search" in c[1]]
+SEARCH_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py search" in c[1] and "--compile-for" not in c[1]]
 TINY_RUN = {
     "env": ["--batch-sizes", "4", "--steps", "2", "--repeats", "1", "--variant", "step"],
     "selfplay": ["--batch-sizes", "4", "--simulations", "2", "--moves", "2", "--repeats", "1",
@@ -211,14 +211,18 @@ def test_the_first_search_benchmark_runs_stock_mctx_too():
 @pytest.mark.parametrize("where,command", BENCHMARKS)
 def test_benchmark_commands_run(where, command, tmp_path):
     """Each command parses and its config loads; env commands and the first selfplay and
-    search commands also run (tiny sizes appended). Every selfplay run compiles a whole
-    training iteration and every search run a search, so the others stop after parsing
-    to keep CI short."""
+    search commands also run (tiny sizes appended). Every selfplay or profile run compiles a
+    whole training iteration and every search run a search, so the others stop after
+    parsing to keep CI short; so do those compiling for a GPU (``--compile-for``: JAX's CUDA
+    plugin, not a dev extra)."""
     benchmark = experiment("benchmark")
     from beastybar_jax.config import load_config
 
     argv = argv_of(command, "experiments/benchmark.py")
     args = benchmark.build_parser().parse_args(argv)
+    if args.command == "profile" or getattr(args, "compile_for", None):
+        load_config(args.config, args.overrides)
+        return
     if args.command in ("selfplay", "search"):
         load_config(args.config, args.overrides)
         if (where, command) not in SELFPLAY_BENCHMARKS[:1] + SEARCH_BENCHMARKS[:1]:

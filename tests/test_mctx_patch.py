@@ -25,7 +25,7 @@ import pytest
 from mctx._src import search as mctx_search
 
 from beastybar_jax.games.beastybar import BEASTYBAR
-from beastybar_jax.search import SearchConfig, mctx_patch, run_search
+from beastybar_jax.search import SearchConfig, mctx_patch, programs, run_search
 from helpers import random_playout
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
@@ -238,7 +238,6 @@ def test_backward_is_a_drop_in_for_mctx_backward(policy_searches):
 
 # ----------------------------------------------------------------------------- no tree-sized rewrites
 
-_COMPUTATION = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$")
 _INSTRUCTION = re.compile(r"^(?:ROOT )?%([\w.\-]+) = (.*?) ([a-z][\w\-]*)\(")
 _ARRAY_DIMS = re.compile(r"\b[a-z]+\d*\[([\d,]*)\]")
 _CALLED = re.compile(r"\b(?:calls|body|condition|to_apply|branch_computations)=\{?(%[\w.\-]+(?:, %[\w.\-]+)*)")
@@ -253,15 +252,7 @@ def tree_sized_rewrites(hlo_text: str, batch: int, num_nodes: int) -> list[str]:
     fusion rooted at one) and aliases may produce one. Pick ``batch`` and
     ``num_nodes`` that no other array of the program starts with."""
     assert batch != num_nodes
-    computations, current = {}, None
-    for line in hlo_text.splitlines():
-        header = _COMPUTATION.match(line)
-        if header and not line.startswith(" "):
-            current = computations.setdefault(header.group(1), [])
-        elif line.strip() == "}":
-            current = None
-        elif current is not None and line.strip():
-            current.append(line.strip())
+    computations = programs.computations_of(hlo_text)
 
     def parse(line):
         match = _INSTRUCTION.match(line)

@@ -247,7 +247,7 @@ EVALUATE_STOPS = [
     ("call:beastybar_jax.arena:play_match:2", False, signal.SIGINT, 2,
      "interrupted by SIGINT after 2 of 3 pairings: the tables show the finished ones"),
     ("call:beastybar_jax.arena:play_match:2", True, signal.SIGTERM, 1,
-     "interrupted by SIGTERM after 1 finished pairings (the pairing being played is lost)"),
+     "interrupted by SIGTERM after 1 finished pairing (the pairing being played is lost)"),
     ("call:beastybar_jax.arena:elo_table:1", False, signal.SIGTERM, 3,
      "interrupted by SIGTERM after all 3 pairings finished: the tables show them"),
     ("call:beastybar_jax.arena:elo_table:1", True, signal.SIGINT, 3,

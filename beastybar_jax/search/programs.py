@@ -196,7 +196,8 @@ class LoopOps:
         return f"{self.total} ops ({top}){nested}"
 
 
-def _computations(text: str) -> dict[str, list[str]]:
+def computations_of(text: str) -> dict[str, list[str]]:
+    """XLA's optimized HLO text as computation name -> its instruction lines (stripped)."""
     computations, current = {}, None
     for line in text.splitlines():
         header = _COMPUTATION.match(line)
@@ -234,7 +235,7 @@ def _flattened(computations: dict[str, list[str]], name: str) -> list[str]:
 def loop_ops(hlo_text: str, trip_count: int) -> LoopOps:
     """:class:`LoopOps` of the loop with ``trip_count`` iterations (the largest if several).
     Raises ``ValueError`` if XLA found no loop with that count."""
-    computations = _computations(hlo_text)
+    computations = computations_of(hlo_text)
     bodies = [_BODY.search(line).group(1) for lines in computations.values() for line in lines
               if " while(" in line and (m := _TRIP_COUNT.search(line)) and int(m.group(1)) == trip_count]
     if not bodies:

@@ -123,8 +123,11 @@ def check_search_memory(config: TrainConfig, game: Game, num_devices: int = 1, m
 def check_run_dir(run_dir: str, resume: bool) -> None:
     """Raise :class:`~beastybar_jax.training.rundir.RunLockedError` where another training
     holds ``run_dir``, :class:`CheckpointError` where ``--resume`` finds no finished
-    checkpoint there, or a new run would start in one that holds checkpoints."""
-    check_not_in_use(run_dir)
+    checkpoint there, or a new run would start in one that holds checkpoints. The lock is
+    the first process's (the one that takes it): in a run of several processes the others
+    would find it held by their own run."""
+    if jax.process_index() == 0:
+        check_not_in_use(run_dir)
     steps = finished_steps(run_dir)
     if resume and not steps:
         what = "does not exist" if not os.path.exists(run_dir) else (

@@ -112,10 +112,43 @@ def profile_iteration(config, trace_dir: str, iterations: int, repeats: int = 0)
     return row
 
 
+def compile_only(config, target: str) -> dict:
+    """The row of ``config``'s iteration compiled for GPU ``target`` (not run): ops in the
+    simulation (or rollout step) loop's body, compile seconds."""
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from beastybar_jax.games.beastybar import lanes
+    from beastybar_jax.search import mctx_patch
+    from beastybar_jax.training.trainer import abstract_state
+
+    mesh = Mesh(np.array([common.target_device(target)]), ("data",))
+    with lanes.written_out(True), mctx_patch.installed("static-pallas"):  # as traced on a GPU
+        trainer = make_trainer(config, mesh=mesh)
+        key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=NamedSharding(mesh, PartitionSpec()))
+        compiled, compile_s = common.compile_seconds(trainer.iteration, abstract_state(trainer), key)
+    trips = config.search.num_simulations if config.algorithm == "alphazero" else config.ppo.rollout_length
+    body = programs.loop_ops(compiled.as_text(), trips)
+    return dict(config=config.name, algorithm=config.algorithm, num_games=config.num_games, compiled_for=target,
+                loop="simulation" if config.algorithm == "alphazero" else "rollout step", loop_trips=trips,
+                body_ops=body.total, body_by_opcode=body.by_opcode,
+                body_nested_loops=[list(loop) for loop in body.nested_loops], compile_seconds=compile_s)
+
+
 def run(args: argparse.Namespace) -> int:
     base = common.load_base_config(args.config, args.overrides)
     common.check_trainer_configs([base], lambda c: args.config)
-    machine = common.machine_info()
+    machine = dict(common.machine_info(), compiled_for=args.compile_for)
+    if args.compile_for:
+        row = compile_only(base, args.compile_for)
+        nested = "".join(f" + a loop of {ops} x {trips or 'a data-dependent count'}"
+                         for ops, trips in row["body_nested_loops"])
+        common.progress(f"{row['loop']} loop body compiled for {args.compile_for}: {row['body_ops']} ops{nested}; "
+                        f"compile {row['compile_seconds']:.1f} s")
+        common.print_table(machine, [("config", lambda r: r["config"]), ("games", lambda r: r["num_games"]),
+                                     (f"ops per {row['loop']}", lambda r: r["body_ops"]),
+                                     ("compile s", lambda r: f"{r['compile_seconds']:.1f}")], [row])
+        return common.write_report(args.out, "profile", machine, args, [row], base_config=base.to_dict())
     trace_dir = args.trace_dir or os.path.join("bench_results", "profile", base.name)
     row = profile_iteration(base, trace_dir, args.iterations, args.repeats)
     nested = "".join(f" + a loop of {ops} x {trips or 'a data-dependent count'}" for ops, trips in row["body_nested_loops"])
@@ -149,6 +182,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--repeats", type=common.int_at_least(0), default=0,
                    help="timed iterations before the traced ones, the best kept, the GPU's NVML readings "
                         "averaged over them (default 0)")
+    p.add_argument("--compile-for", choices=common.COMPILE_TARGETS, default=None,
+                   help="only compile the iteration for that GPU, without one (as benchmark.py search --compile-for) "
+                        "and report its ops; no trace, no timing")
     p.add_argument("--trace-dir", default=None,
                    help="where the trace goes (default bench_results/profile/<config name>)")
     common.add_common_arguments(p, out="bench_results/profile.json", repeats_help=None, seed=False)
