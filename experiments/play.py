@@ -35,7 +35,7 @@ try:  # jax takes seconds to load: Ctrl-C meanwhile is one line, as at any other
     from beastybar_jax.cli import OneLineParser, deal_seed
     from beastybar_jax.games import GAME_NAMES, Game, get_game
     from beastybar_jax.playing import (RecordError, check_record, deal, describe_move, human_seat, legal_actions,
-                                       move_text, outcome, replay, secret_deal_seed)
+                                       move_text, outcome, replay, secret_deal_seed, step)
 except KeyboardInterrupt:
     if __name__ != "__main__":
         raise
@@ -99,7 +99,7 @@ def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed:
     state, key = deal(game, seed)
     human, key = human_seat(state, key, seat)
     seat = "first" if human == int(state.current_player) else "second"
-    step = jax.jit(game.step)
+    step(game, state, legal_actions(game, state)[0])  # compiled beside the opponent, not after its move
     opponent_act = None
 
     print_fn(f"You are P{human} and move {seat}; your opponent is {opponent.name}. {HELP}")
@@ -132,7 +132,7 @@ def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed:
                 if opponent_act is None:
                     opponent_act = _compiled(compiling, opponent.name, print_fn)
                 action = int(opponent_act(state, act_key))
-            after = step(state, action)
+            after = step(game, state, action)
             print_fn(describe_move(game, state, after, action, human))
             state = after
     except QuitGame:

@@ -1,5 +1,6 @@
-"""The champion shipped in the package (agent spec ``champion``): it loads from the
-package's data files alone and beats the heuristic clearly."""
+"""The networks shipped in the package (agent specs ``champion``, trained on a GPU, and
+``champion-cpu``, trained on a CPU): they load from the package's data files alone, their
+configs are the documented commands', and the champion beats the heuristic clearly."""
 
 from __future__ import annotations
 
@@ -20,33 +21,47 @@ from beastybar_jax.games import get_game
 from helpers import experiment, tiny_training
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAMPION_DIR = Path(dict(get_game("beastybar").agents.networks)["champion"])
+SHIPPED = dict(get_game("beastybar").agents.networks)
+CHAMPION_DIR, CHAMPION_CPU_DIR = Path(SHIPPED["champion"]), Path(SHIPPED["champion-cpu"])
 
 
-def test_the_champion_files_are_package_data():
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_the_shipped_networks_are_package_data(name):
     """An install (not only a checkout) carries them: pyproject's package-data globs
-    match every file of the champion directory."""
-    files = sorted(p for p in CHAMPION_DIR.iterdir() if p.is_file())
+    match every file of each shipped network's directory."""
+    directory = Path(SHIPPED[name])
+    files = sorted(p for p in directory.iterdir() if p.is_file())
     assert {p.name for p in files} >= {"config.json", "params.msgpack"}
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
         "beastybar_jax.games.beastybar"]
     package = ROOT / "beastybar_jax" / "games" / "beastybar"
     for path in files:
         assert any(fnmatch(str(path.relative_to(package)), g) for g in globs), path
-    assert json.loads((CHAMPION_DIR / "config.json").read_text())["game"] == "beastybar"
+    assert json.loads((directory / "config.json").read_text())["game"] == "beastybar"
 
 
-def test_the_champion_was_trained_by_configs_champion_yaml():
-    """The documented command rebuilds it: the shipped config is ``configs/champion.yaml``
-    but for where and how often the run kept its checkpoints."""
+def test_the_champion_was_trained_by_configs_h100_yaml_for_a_time_budget():
+    """The documented GPU command: ``configs/h100.yaml`` with a time budget, a checkpoint
+    only at the end, nothing else changed (docs/strength.md, "The champion")."""
     from beastybar_jax.config import config_diff, load_config
 
     shipped = load_exported(CHAMPION_DIR).config
+    documented = load_config(ROOT / "configs" / "h100.yaml",
+                             ["max_train_seconds=201", "checkpoint_every=0", "keep_checkpoints=1"])
+    assert set(config_diff(shipped, documented)) <= {"run_dir"}
+
+
+def test_the_cpu_champion_was_trained_by_configs_champion_yaml():
+    """The documented CPU command rebuilds it bit for bit: the shipped config is
+    ``configs/champion.yaml`` but for where and how often the run kept its checkpoints."""
+    from beastybar_jax.config import config_diff, load_config
+
+    shipped = load_exported(CHAMPION_CPU_DIR).config
     differences = config_diff(shipped, load_config(ROOT / "configs" / "champion.yaml"))
     assert set(differences) <= {"run_dir", "keep_checkpoints"}, differences
 
 
-def test_the_champions_two_stages_are_one_run_continued_with_answers():
+def test_the_cpu_champions_two_stages_are_one_run_continued_with_answers():
     """``configs/champion.yaml`` warm-starts from checkpoint 4,000 of
     ``configs/champion_replies.yaml`` (run with ``decay_steps`` of its 8,000 iterations),
     adds the mover's answers and goes on at the learning rate the first stage stopped at."""

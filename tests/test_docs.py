@@ -76,13 +76,13 @@ def trained_run(tmp_path_factory):
 
 def with_trained_runs(argv: list[str], trained_run: str) -> list[str]:
     """The documented run directories replaced by runs trained in this session:
-    ``runs/quick``, the lever runs ``runs/levers*``, the GPU runs ``runs/h100*`` and the
+    ``runs/quick``, the lever runs ``runs/levers*``, the GPU runs ``runs/h100*`` and ``runs/gpu*`` and the
     endgame fits ``runs/fit*`` (or one of their checkpoints) by the tiny run, ``runs/tictactoe`` by tests/helpers/tictactoe_training.py's."""
     out = []
     for word in argv:
         if "runs/tictactoe" in word:
             word = word.replace("runs/tictactoe", str(tictactoe_training.trained_run()["run_dir"]))
-        out.append(re.sub(r"runs/(quick|levers\w*|h100\w*|fit\w*)(/checkpoints/\d+)?", trained_run, word))
+        out.append(re.sub(r"runs/(quick|levers\w*|h100\w*|gpu\w*|fit\w*)(/checkpoints/\d+)?", trained_run, word))
     return out
 
 
@@ -249,7 +249,7 @@ def test_exploit_commands_run(where, command, trained_run, tmp_path, capsys):
     exploit = experiment("exploit")
     from beastybar_jax.agents import make_agent
 
-    argv = [w.replace("runs/quick", trained_run) for w in argv_of(command, "experiments/exploit.py")]
+    argv = with_trained_runs(argv_of(command, "experiments/exploit.py"), trained_run)
     args = exploit.parse_args(argv)
     config = exploit.exploiter_config(args.config, args.overrides, args.agent, args.seed, args.warm_start)
     make_agent(config.ppo.opponent)

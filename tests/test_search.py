@@ -12,6 +12,8 @@ Everything is compiled for its exact shapes at XLA's cheapest optimisation level
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -319,3 +321,63 @@ def test_run_search_names_an_unbatched_state():
     state = game.init(jax.random.key(0))
     with pytest.raises(ValueError, match=r"run_search takes a batch of states \[B\]"):
         run_search(game.BEASTYBAR, uniform_evaluator(game.BEASTYBAR), state, jax.random.key(1), SearchConfig())
+
+
+@dataclasses.dataclass(frozen=True)
+class TieredEvaluator:
+    """An evaluator with tiers, as the afterstate scorer's: tier ``k`` fits a batch whose
+    positions are all before turn ``LIMITS[k]`` (the last tier fits every batch) and
+    values each position ``k / 10``, so the search's values tell which tier scored it."""
+
+    LIMITS = (5, 12)
+    tier: int | None = None
+
+    def tiers(self, batch_size: int) -> int:
+        return len(self.LIMITS) + 1
+
+    def at_tier(self, tier: int) -> "TieredEvaluator":
+        return dataclasses.replace(self, tier=tier)
+
+    def __call__(self, states):
+        n = states.turn.shape[0]
+        logits, value = jnp.zeros((n, GAME.num_actions)), jnp.full((n,), self.tier / 10)
+        limit = self.LIMITS[self.tier] if self.tier < len(self.LIMITS) else 127
+        return logits, value, jnp.all(states.turn < limit)
+
+
+def positions_at_turn(turn: int, batch: int, seed: int):
+    """``batch`` games of random play, ``turn`` plies in."""
+    def play(state, key):
+        legal = GAME.legal_action_mask(state)
+        return GAME.step(state, jax.random.categorical(key, jnp.where(legal, 0.0, -jnp.inf))), None
+
+    def one(key):
+        init_key, play_key = jax.random.split(key)
+        return jax.lax.scan(play, GAME.init(init_key), jax.random.split(play_key, turn))[0]
+
+    return jax.vmap(one)(jax.random.split(jax.random.key(seed), batch))
+
+
+def test_a_tiered_evaluator_scores_each_search_at_the_first_tier_that_fits_it():
+    """``run_search`` runs the whole search at tier 0 and again at each next tier while some
+    evaluation (the root's or a deeper node's) did not fit: the output is the search
+    scored at the first tier that fitted every evaluation, and ``passes`` counts the runs
+    (an afterstate network's tiers are lists of growing capacity; ``NetworkEvaluator``)."""
+    config = SearchConfig(num_simulations=4)
+
+    def search(evaluate, states):
+        return run_search(GAME, evaluate, states, jax.random.key(3), config)
+
+    def at_tier(states, tier):  # the evaluator at one tier, without its tiers
+        return search(lambda s: (jnp.zeros((s.turn.shape[0], GAME.num_actions)),
+                                 jnp.broadcast_to(tier / 10, s.turn.shape)), states)
+
+    example = positions_at_turn(0, 4, seed=0)
+    tiered = compile_fast(lambda states: search(TieredEvaluator(), states), example)
+    one_tier = compile_fast(at_tier, example, 0)
+    for turn, tier in [(0, 0), (6, 1), (12, 2)]:  # 4 simulations reach turn 0 + 4 < 5, 6 + 4 < 12
+        states = positions_at_turn(turn, 4, seed=turn)
+        got, want = tiered(states), one_tier(states, tier)
+        assert np.asarray(got.passes).tolist() == [tier + 1] * 4
+        for field in ("action", "action_weights", "visit_counts", "root_value"):
+            np.testing.assert_array_equal(np.asarray(getattr(got, field)), np.asarray(getattr(want, field)))

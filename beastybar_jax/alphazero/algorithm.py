@@ -170,6 +170,7 @@ def make_iteration(config, game, network, optimizer, mesh=None):
             positions_inserted=stats.finished_game_length,
             target_entropy=stats.policy_target_entropy / stats.moves,
             root_value=stats.root_value / stats.moves,
+            search_passes=stats.search_passes / stats.moves,
             buffer_size=replay.size,
             buffer_fill=replay.size / replay.capacity,
         )

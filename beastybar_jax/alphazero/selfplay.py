@@ -85,6 +85,8 @@ class SelfPlayStats:
       first_player_outcome: summed outcome of finished games for the player who moved first.
       policy_target_entropy: summed entropy of the search policy targets (divide by ``moves``).
       root_value: summed search root values (divide by ``moves``).
+      search_passes: summed :attr:`SearchOutput.passes` (divide by ``moves``: the
+        searches run per move; above 1 where afterstate lists overflowed).
     """
 
     moves: chex.Array
@@ -94,6 +96,7 @@ class SelfPlayStats:
     first_player_outcome: chex.Array
     policy_target_entropy: chex.Array
     root_value: chex.Array
+    search_passes: chex.Array
 
 
 def init(game: Game, key: jax.Array, num_games: int) -> SelfPlayState:
@@ -208,6 +211,7 @@ def play_move(game: Game, evaluate: search_lib.Evaluator, search_config: search_
         first_player_outcome=jnp.sum(jnp.where(done, outcome_first, 0.0)),
         policy_target_entropy=jnp.sum(entropy),
         root_value=jnp.sum(output.root_value.astype(jnp.float32)),
+        search_passes=jnp.sum(output.passes),
     )
     return constrain(new_state), played, stats
 

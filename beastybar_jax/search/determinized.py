@@ -65,6 +65,9 @@ class SearchOutput:
       action_values: ``float32[B, A]`` each action's Q-value at the root for the player
         to move, averaged over the worlds weighted by their visits (0 where never
         visited); for analysis (unused by training, so compiled away there).
+      passes: ``int32[B]`` how many times the batch's search ran (the same in every row):
+        1, plus one for each later afterstate tier it was run again at because some
+        evaluation's rows did not fit (``NetworkEvaluator.tiers``).
     """
 
     action: chex.Array
@@ -72,6 +75,7 @@ class SearchOutput:
     visit_counts: chex.Array
     root_value: chex.Array
     action_values: chex.Array = None
+    passes: chex.Array = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,6 +293,7 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
     worlds = sample_worlds(game, states, world_key, num_worlds)  # [B*K]
     legal = jax.vmap(game.legal_action_mask)(worlds)  # [B*K, A]
     tiers = evaluate.tiers(batch * num_worlds) if hasattr(evaluate, "tiers") else 1
+    passes = jnp.ones((), jnp.int32)
     if tiers == 1:
         policy_output, _ = _policy_search(game, evaluate, worlds, legal, search_key, config, add_noise)
     else:
@@ -300,6 +305,7 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
 
         policy_output, complete = at(0)()
         for tier in range(1, tiers):
+            passes = passes + jnp.where(complete, 0, 1)
             policy_output, complete = jax.lax.cond(complete, lambda out=(policy_output, complete): out, at(tier))
     summary = policy_output.search_tree.summary()
 
@@ -335,4 +341,5 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
         visit_counts=visit_counts.astype(jnp.int32),
         root_value=root_value.astype(jnp.float32),
         action_values=jnp.where(legal_any, action_values, 0.0).astype(jnp.float32),
+        passes=jnp.broadcast_to(passes, (batch,)),
     )

@@ -13,7 +13,10 @@ from beastybar_jax.games.beastybar.endgame import solver, suite
 from beastybar_jax.games.beastybar.solver_agent import solver_act
 
 # The networks shipped with the game (Game.agents.networks): exported runs in the package.
+# ``champion`` was trained on a GPU; ``champion-cpu``, the best a 2-core CPU trained (and
+# rebuilds bit for bit), stays for comparison and for those who train on a CPU.
 CHAMPION_DIR = pathlib.Path(__file__).resolve().parent / "champion"
+CHAMPION_CPU_DIR = pathlib.Path(__file__).resolve().parent / "champion_cpu"
 
 
 def _score_margin(s: state.State, player) -> jax.Array:
@@ -44,7 +47,7 @@ BEASTYBAR = Game(
     ui=UI(action_names=actions.ACTION_NAMES, render_state=render.render_state, render_action=render.render_action,
           describe_move=render.describe_move, points=lambda s: s.scores, table_view=view.table_view,
           move_group=view.move_group),
-    agents=Agents(baselines=heuristics.AGENTS, wrappers=(("solver", solver_act),), networks=(("champion", CHAMPION_DIR),),
+    agents=Agents(baselines=heuristics.AGENTS, wrappers=(("solver", solver_act),), networks=(("champion", CHAMPION_DIR), ("champion-cpu", CHAMPION_CPU_DIR)),
                   default_opponent="heuristic"),
     solver=Solver(exact_moves=view.exact_moves, exact_applies=view.exact_applies, exact_values=solver.exact_values,
                   exact_actions=solver.exact_actions, endgame_suite=suite.yardstick),
