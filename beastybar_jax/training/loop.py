@@ -278,6 +278,8 @@ class TrainLoop:
                 step, _ = self.trainer.compiled_iteration(
                     self.state, compile=lambda lowered: self.compile(lowered, "the training iteration"))
                 distributed.barrier("iteration compiled", config.distributed_timeout)
+                if self._monitor is not None:  # the GPU idle while compiling: no iteration's reading
+                    self._monitor.take()
             while iteration < stop:
                 if self.stop_requested:  # (another process's signal, in a multi-process run)
                     raise Interrupted(self._stop.signum or self._run_signum or signal.SIGTERM)
