@@ -22,7 +22,6 @@ import concurrent.futures
 import re
 import signal
 import sys
-import threading
 import time
 from typing import Callable
 
@@ -36,6 +35,7 @@ try:  # jax takes seconds to load: Ctrl-C meanwhile is one line, as at any other
     from beastybar_jax.games import GAME_NAMES, Game, get_game
     from beastybar_jax.playing import (RecordError, check_record, deal, describe_move, human_seat, legal_actions,
                                        move_text, outcome, replay, secret_deal_seed, step)
+    from beastybar_jax.training.compilation import compile_in_background, interactive_compiler_options
 except KeyboardInterrupt:
     if __name__ != "__main__":
         raise
@@ -95,7 +95,9 @@ def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed:
     # shapes: the deal itself runs beside it), while the table is shown and the player
     # thinks; a move that needs it waits, the seconds shown.
     example = jax.eval_shape(game.init, jax.random.key(0))
-    compiling = _compile_in_background(opponent.act, example, jax.eval_shape(lambda: jax.random.key(0)))
+    key_shape = jax.eval_shape(lambda: jax.random.key(0))
+    compiling = compile_in_background(  # traced there too: the deal runs meanwhile
+        lambda: jax.jit(opponent.act).lower(example, key_shape).compile(interactive_compiler_options()))
     state, key = deal(game, seed)
     human, key = human_seat(state, key, seat)
     seat = "first" if human == int(state.current_player) else "second"
@@ -153,27 +155,6 @@ def play_game(opponent, *, game: Game | None = None, seat: str = "random", seed:
     return result
 
 
-def _compile_in_background(act, state, key) -> concurrent.futures.Future:
-    """``act`` compiled for ``(state, key)`` (arrays or their shapes) in a daemon thread
-    (XLA's options for programs a person waits on:
-    ``training.compilation.interactive_compiler_options``)."""
-    from beastybar_jax.training.compilation import interactive_compiler_options
-
-    started = time.monotonic()
-    future: concurrent.futures.Future = concurrent.futures.Future()
-
-    def work():
-        try:
-            compiled = jax.jit(act).lower(state, key).compile(interactive_compiler_options())
-            future.set_result((compiled, time.monotonic() - started))
-        except BaseException as e:  # noqa: BLE001 -- raised where the move waits for it
-            future.set_exception(e)
-
-    threading.Thread(target=work, name="compile-opponent", daemon=True).start()
-    future.started = started
-    return future
-
-
 def _compiled(future: concurrent.futures.Future, name: str, print_fn: Callable[..., None]):
     """The opponent's compiled function; while it still compiles, the seconds so far
     (rewritten in place on a terminal), then how long it took."""
@@ -184,11 +165,11 @@ def _compiled(future: concurrent.futures.Future, name: str, print_fn: Callable[.
             print(f"\r{name} is compiling its first move: {time.monotonic() - future.started:.0f} s",
                   end="", file=sys.stderr, flush=True)
         concurrent.futures.wait([future], timeout=1.0)
-    compiled, seconds = future.result()
+    compiled = future.result()
     if waited:
         if tty:
             print("\r" + " " * 60 + "\r", end="", file=sys.stderr, flush=True)
-        print_fn(f"({name} compiled in {seconds:.0f} s)")
+        print_fn(f"({name} compiled in {time.monotonic() - future.started:.0f} s)")
     return compiled
 
 

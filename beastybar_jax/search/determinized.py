@@ -298,7 +298,7 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
         policy_output, _ = _policy_search(game, evaluate, worlds, legal, search_key, config, add_noise)
     else:
         # Each tier is exact where its rows fit: search at the first, and again at the next
-        # where some evaluation's did not (rare). The choice is made once per search, outside
+        # where some evaluation's did not (``passes`` counts). The choice is made once per search, outside
         # its simulation loop (a cond inside would stop the GPU for the host every simulation).
         def at(tier):
             return lambda: _policy_search(game, evaluate.at_tier(tier), worlds, legal, search_key, config, add_noise)

@@ -25,8 +25,10 @@ in short slices and calls ``check`` between them (which raises to give up).
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import threading
+import time
 import warnings
 from typing import Any, Callable
 
@@ -72,27 +74,33 @@ def enable_compilation_cache(directory: str | os.PathLike | None = None) -> str 
     return directory
 
 
-def compile_in_thread(lowered: Any, check: Callable[[], None], poll_seconds: float = 0.1) -> Any:
-    """``lowered.compile()`` in a helper thread; the calling thread waits in slices of
-    ``poll_seconds`` and calls ``check()`` after each, so signal handlers run and
-    ``check`` may raise (the compile then finishes unseen in the background, its
-    thread a daemon that does not keep the process alive)."""
-    box: dict = {}
+def compile_in_background(compile: Callable[[], Any]) -> concurrent.futures.Future:
+    """``compile()`` (e.g. ``lowered.compile``, or a function that also traces) started in
+    a daemon thread that does not keep the process alive; its result, or what it raised,
+    in the returned future (whose ``started`` is the ``time.monotonic()`` it began at)."""
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    future.started = time.monotonic()
 
     def work():
         try:
-            box["compiled"] = lowered.compile()
-        except BaseException as e:  # noqa: BLE001 -- handed to the waiting thread
-            box["error"] = e
+            future.set_result(compile())
+        except BaseException as e:  # noqa: BLE001 -- handed to whoever waits
+            future.set_exception(e)
 
-    thread = threading.Thread(target=work, name="beastybar-compile", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        thread.join(poll_seconds)
+    threading.Thread(target=work, name="beastybar-compile", daemon=True).start()
+    return future
+
+
+def compile_in_thread(lowered: Any, check: Callable[[], None], poll_seconds: float = 0.1) -> Any:
+    """``lowered.compile()`` in a helper thread (:func:`compile_in_background`); the calling
+    thread waits in slices of ``poll_seconds`` and calls ``check()`` after each, so signal
+    handlers run and ``check`` may raise (the compile then finishes unseen in the
+    background)."""
+    future = compile_in_background(lowered.compile)
+    while not future.done():
+        concurrent.futures.wait([future], timeout=poll_seconds)
         check()
-    if "error" in box:
-        raise box["error"]
-    return box["compiled"]
+    return future.result()
 
 
 def compiles_in_flight() -> bool:
