@@ -429,6 +429,34 @@ def test_dry_run_reads_the_warm_start(tmp_path, capsys):
     assert train.main(["--config", TINY, "--dry-run", "--set", f"warm_start={source}"]) == 0
 
 
+def test_a_benchmark_starts_from_the_warm_start():
+    """``benchmark.py selfplay`` / ``profile`` / ``ppo`` with ``--set warm_start=...`` time the
+    source's network, as ``train.py`` would start it, not a fresh one; with a source that is
+    not there yet, fresh parameters (``configs/champion.yaml`` is still timed)."""
+    import jax
+    import numpy as np
+
+    from bench import common
+    from beastybar_jax.checkpoint import load_agent
+    from beastybar_jax.config import load_config
+    from beastybar_jax.training.trainer import make_trainer
+
+    source = tiny_training.full_run()["run_dir"]
+    config = load_config(TINY, [f"warm_start={source}"])
+    started = common.initial_state(make_trainer(config), config).params
+    fresh = common.initial_state(make_trainer(config.replace(warm_start="")), config.replace(warm_start="")).params
+    trained = load_agent(source).params
+    assert jax.tree.structure(started) == jax.tree.structure(trained)
+    for a, b, c in zip(jax.tree.leaves(started), jax.tree.leaves(trained), jax.tree.leaves(fresh)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert any(not np.array_equal(np.asarray(b), np.asarray(c)) for b, c in zip(jax.tree.leaves(trained),
+                                                                                jax.tree.leaves(fresh)))
+    # A source not there yet (an earlier stage's run) times the config with fresh parameters.
+    later = config.replace(warm_start=str(tiny_training.TINY) + ".missing")
+    for a, c in zip(jax.tree.leaves(common.initial_state(make_trainer(later), later).params), jax.tree.leaves(fresh)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(c))
+
+
 def test_run_names_outside_runs_are_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):
     """A run name that would put the run outside ``runs/`` (``--set name=..``) is one line
     and exit code 2, with nothing written."""

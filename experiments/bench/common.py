@@ -150,6 +150,27 @@ def _cpu_name() -> str:
 # --------------------------------------------------------------------------- timing
 
 
+def initial_state(trainer, config):
+    """``trainer``'s fresh train state, its parameters taken from ``config.warm_start`` where
+    it names a source that is there (as ``train.py`` starts): a benchmark of a trained
+    network, whose searches and afterstate lists differ from a fresh one's. A source not
+    there yet (``configs/champion.yaml``'s, an earlier stage's run) is a note: the config's
+    speed is still measured, with fresh parameters."""
+    from beastybar_jax.checkpoint import CheckpointError, warm_start_path
+    from beastybar_jax.training.loop import warm_started
+
+    state = trainer.init(jax.random.key(0))
+    if config.warm_start:
+        try:
+            warm_start_path(config.warm_start, trainer.game)
+        except CheckpointError as e:
+            progress(f"note: {e}; timing fresh parameters")
+        else:
+            state, note = warm_started(trainer, state, config.warm_start)
+            progress(note)
+    return jax.block_until_ready(state)
+
+
 def compile_seconds(jitted, *args) -> tuple[Any, float]:
     """``(compiled, seconds)``: ``jitted.lower(*args).compile()`` and its wall time."""
     start = time.perf_counter()

@@ -22,7 +22,7 @@ def bench_ppo(base_config, batch_size: int, repeats: int) -> dict:
     config = base_config.replace(num_games=batch_size)
     ppo = config.ppo
     trainer = make_trainer(config)
-    state = jax.block_until_ready(trainer.init(jax.random.key(0)))
+    state = common.initial_state(trainer, config)
     compiled, compile_s = common.compile_seconds(trainer.iteration, state, jax.random.key(1))
     state, metrics = compiled(state, jax.random.key(100))  # warm-up
     jax.block_until_ready(metrics)

@@ -64,7 +64,7 @@ def profile_iteration(config, trace_dir: str, iterations: int, repeats: int = 0)
     from beastybar_jax.training.device_monitor import DeviceMonitor
 
     trainer = make_trainer(config)
-    state = jax.block_until_ready(trainer.init(jax.random.key(0)))
+    state = common.initial_state(trainer, config)
     compiled, compile_s = common.compile_seconds(trainer.iteration, state, jax.random.key(1))
     if config.algorithm == "alphazero":
         warmup = -(-trainer.game.max_game_length // config.alphazero.moves_per_iteration) + 1

@@ -2,7 +2,9 @@
 SGD updates), the config's network and search at several batch sizes and simulation counts.
 
 Before timing, enough iterations run to finish the first games, so the buffer holds data
-and the timed iterations include their updates (``--updates 0``: self-play only).
+and the timed iterations include their updates (``--updates 0``: self-play only). The
+parameters are fresh, or ``--set warm_start=<source>``'s; ``passes``: the searches a move
+ran (``search_passes``: more than 1 where afterstate lists overflowed).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves
     max_game_length = get_game(base_config.game).max_game_length
     config = selfplay_config(base_config, batch_size, num_simulations, num_moves, num_updates)
     trainer = make_trainer(config)
-    state = jax.block_until_ready(trainer.init(jax.random.key(0)))
+    state = common.initial_state(trainer, config)
     compiled, compile_s = common.compile_seconds(trainer.iteration, state, jax.random.key(1))
 
     warmup = -(-max_game_length // num_moves) + 1
@@ -65,6 +67,7 @@ def bench_selfplay(base_config, batch_size: int, num_simulations: int, num_moves
         num_determinizations=search.num_determinizations,
         iteration_seconds=best, simulations_per_second=simulations / best, moves_per_second=moves / best,
         games_per_minute=games / best * 60.0, compile_seconds=compile_s,
+        search_passes=float(metrics["search_passes"]),
     )
 
 
@@ -99,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         ("sims/s", lambda r: common.rate(r["simulations_per_second"])),
         ("games/min", lambda r: f"{r['games_per_minute']:.0f}"),
         ("iteration s", lambda r: f"{r['iteration_seconds']:.3f}"),
+        ("passes", lambda r: f"{r['search_passes']:.2f}"),
         ("compile s", lambda r: f"{r['compile_seconds']:.1f}"),
     ], rows)
     return common.write_report(args.out, "selfplay", machine, args, rows, base_config=base.to_dict())

@@ -320,18 +320,26 @@ def afterstate_capacity(num_observations: int) -> tuple[int, tuple[int, ...], tu
     room (then the slots); and the reply and answer rows, in pairs, that a network with
     answers tries in turn.
 
-    Moves: 6 a position and 64 more, never more than ``MAX_LEGAL_ACTIONS`` each (where
+    Moves: 7 a position and 64 more, never more than ``MAX_LEGAL_ACTIONS`` each (where
     nothing would be saved). A position to move has 4.5 legal moves on average in random
-    play; of 24,576 groups of 64 positions of random play, each group at one turn of 64
-    games, the one with the most had 417 legal moves, where 64 positions get 448 rows.
+    play; in the shipped ``champion``'s self-play a group of 128 held 844 at most.
 
-    Replies: 7 a position and 64 more, then 24 and 64 more. Only positions where the
+    Replies: 12 a position and 64 more, then 48 and 64 more. Only positions where the
     opponent's deck is empty have replies, those of a game's last 9 turns. Self-play's
-    games move in step (every game lasts 24 turns), so a search's batch is at one turn,
-    where training's batches mix turns: in ``configs/champion_replies.yaml`` self-play's batches of
-    64 had 5.3 replies a position on average over a game, 9 or fewer in 99% of them;
-    training batches of 128 at most 10.1; random play 23-24 a position at turns 15 and 16.
-    The replies' engine steps are most of their cost, so the first list is kept small.
+    games move in step (every game lasts 24 turns), so a search's batch is at one turn
+    and its tree a few turns deeper; training's batches mix turns. The most replies in a
+    group of 128 positions that a search scored, by the root's turn, in ``champion``'s
+    self-play (4,096 games x 16 simulations; none before turn 8; the CPU, 2026-11-28):
+
+    =======  ===  ===  ====  ====  ====  ====  ====  ====  ====  ====  ====  ====  ====  ===
+    turn     8    9    10    11    12    13    14    15    16    17    18    19    20    21
+    replies  73   508  1344  2945  3857  4576  4699  4996  4929  3670  2801  1821  1271  591
+    =======  ===  ===  ====  ====  ====  ====  ====  ====  ====  ====  ====  ====  ====  ===
+
+    Its training batches (groups of 128 positions drawn across games) held 5.7 replies a
+    position on average and 1,154 in a group at most. So the first list serves training
+    and the turns with few replies, the second turns 11-19 with a fifth to spare; the
+    slots remain for what neither holds.
 
     Answers, with replies, smallest first (random play):
 
@@ -345,8 +353,8 @@ def afterstate_capacity(num_observations: int) -> tuple[int, tuple[int, ...], tu
       17 answers a position; the most, 278).
     """
     n = num_observations
-    moves = min(MAX_LEGAL_ACTIONS * n, 6 * n + 64)
-    replies = (7 * n + 64, 24 * n + 64)
+    moves = min(MAX_LEGAL_ACTIONS * n, 7 * n + 64)
+    replies = (12 * n + 64, 48 * n + 64)
     answers = ((1, 1), (7 * n + 64, 1), (7 * n + 64, 12 * n + 64), (32 * n + 64, 1), (24 * n + 64, 96 * n + 64))
     return moves, replies, answers
 
