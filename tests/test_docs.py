@@ -192,7 +192,8 @@ SEARCH_BENCHMARKS = [c for c in BENCHMARKS if "benchmark.py search" in c[1] and 
 TINY_RUN = {
     "env": ["--batch-sizes", "4", "--steps", "2", "--repeats", "1", "--variant", "step"],
     "selfplay": ["--batch-sizes", "4", "--simulations", "2", "--moves", "2", "--repeats", "1",
-                 "--set", "network.width=16", "--set", "network.depth=1", "--set", "network.afterstates=false", "--set", "alphazero.buffer_size=128",
+                 "--set", "network.width=16", "--set", "network.depth=1", "--set", "network.afterstates=false",
+                 "--set", "alphazero.buffer_size=128",
                  "--set", "alphazero.min_buffer_size=8", "--set", "alphazero.batch_size=8", "--set", "num_games=4"],
     "ppo": ["--batch-sizes", "8", "--repeats", "1", "--set", "network.width=16", "--set", "network.depth=1",
             "--set", "ppo.rollout_length=4", "--set", "ppo.num_minibatches=2", "--set", "ppo.pool_size=2"],
@@ -214,10 +215,10 @@ def test_a_documented_search_benchmark_runs_stock_mctx_too():
 @pytest.mark.parametrize("where,command", BENCHMARKS)
 def test_benchmark_commands_run(where, command, tmp_path):
     """Each command parses and its config loads; env commands, the first selfplay command and
-    the first search command with stock mctx also run (tiny sizes appended). Every selfplay or profile run compiles a
-    whole training iteration and every search run a search, so the others stop after
-    parsing to keep CI short; so do those compiling for a GPU (``--compile-for``: JAX's CUDA
-    plugin, not a dev extra)."""
+    the first search command with stock mctx also run (tiny sizes appended). Every selfplay
+    or profile run compiles a whole training iteration and every search run a search, so
+    the others stop after parsing to keep CI short; so do those compiling for a GPU
+    (``--compile-for``: JAX's CUDA plugin, not a dev extra)."""
     benchmark = experiment("benchmark")
     from beastybar_jax.config import load_config
 
