@@ -76,7 +76,7 @@ def check_game(config: AfterstateConfig, game: Game) -> None:
 
 
 def score_moves(config: AfterstateConfig, afterstates: Afterstates, num_actions: int, observation, features,
-                tier: int | None = None):
+                tier: int | str | None = None):
     """``(move logits [..., A], pooled move features [..., width])`` for observations
     ``[..., O]`` and their torso features ``[..., D]`` (inside a flax module: the scorer's
     parameters are the submodule ``afterstates``). ``tier``: see :class:`AfterstateScorer`."""
@@ -92,18 +92,23 @@ AFTERSTATE_GROUP = 128
 """Observations per list of afterstate rows (:class:`AfterstateScorer`)."""
 
 COMPLETE = "afterstates_complete"
-"""The name under which a scorer with a ``tier`` sows whether its lists held every row."""
+"""The name under which a scorer with a tier ``k`` sows whether its lists held every row."""
 
 
 def num_tiers(config: AfterstateConfig | None, afterstates: Afterstates | None, num: int,
               observation_size: int) -> int:
     """How many ways a batch of ``num`` observations can be scored: the game's list
     capacities in turn, then the slots (1: the slots only). A scorer with ``tier=k``
-    scores the ``k``-th way, without the ``nn.cond`` that picks one."""
+    scores the ``k``-th way, without an ``nn.cond``."""
     if config is None:
         return 1
     plan = AfterstateScorer.plan(config, afterstates, num, observation_size)
     return 1 if plan is None else len(plan[2]) + 1
+
+
+MIXED = "mixed"
+"""The scorer's tier for batches that mix positions of every turn (the learners'): the
+first list tier, else the slots."""
 
 
 class AfterstateScorer(nn.Module):
@@ -123,17 +128,22 @@ class AfterstateScorer(nn.Module):
     Where the game can compact them (``Afterstates.compact``), the rows of each
     group of ``AFTERSTATE_GROUP`` observations come as lists (about 6 move rows a
     position instead of the 15 slots of ``Afterstates.legal``, and replies only
-    where there are some instead of 15 x 15 slots). Where a group's lists overflow, the
-    batch tries the next of the game's reply capacities (``Afterstates.capacity``),
-    then the per-observation slots, under ``nn.cond`` (only the branch taken runs), so the
-    outputs are the same either way.
+    where there are some instead of 15 x 15 slots). The game's capacities
+    (``Afterstates.capacity``) are tiers of growing room, for searches, whose batches sit
+    at one turn of lockstep games and need little room early and much late.
 
-    ``tier=k`` scores the batch the ``k``-th way (:func:`num_tiers`: its list capacities,
-    then the slots) without that ``nn.cond``, and sows under ``intermediates`` /
+    Without a ``tier``, where a group's lists overflow, the batch tries the next tier,
+    then the per-observation slots, under ``nn.cond`` (only the branch taken runs), so
+    the outputs are the same either way. ``tier=k`` scores the batch the ``k``-th way
+    (:func:`num_tiers`: the list tiers, then the slots) and sows under ``intermediates`` /
     :data:`COMPLETE` whether every row fitted: where not, the outputs are not the
     network's, and the caller must score again at a later tier. The search does so once
     per search, outside its simulation loop, where a ``cond`` would stop the GPU for the
-    host at every simulation (``search/determinized.py``).
+    host at every simulation (``search/determinized.py``). ``tier=MIXED`` (the learners,
+    ``network.for_training``) is for batches that mix positions of every turn: the first
+    list tier (the game's capacities put the one for such batches first), else the slots.
+    One list size, not the chain: each is a copy of the game's engine in the forward pass
+    and its linearization (docs/performance.md, "The search on a GPU").
 
     While parameters are initialized, a game that declares ``Afterstates.max_moves`` gets
     zero rows of the plies' shapes: the parameters depend on shapes only, and the game's
@@ -142,7 +152,7 @@ class AfterstateScorer(nn.Module):
     config: AfterstateConfig
     num_actions: int
     afterstates: Afterstates  # the game's
-    tier: int | None = None
+    tier: int | str | None = None  # k, MIXED or None (see above)
 
     def setup(self):
         self.afterstate_in = nn.Dense(self.config.width)
@@ -195,8 +205,11 @@ class AfterstateScorer(nn.Module):
     def __call__(self, observations, features):
         num = observations.shape[0]
         plan = self.plan(self.config, self.afterstates, num, observations.shape[-1])
-        if plan is None or (self.tier is not None and self.tier >= len(plan[2])):
-            if self.tier is not None:
+        if self.tier is not None and not isinstance(self.tier, int) and self.tier != MIXED:
+            raise ValueError(f"AfterstateScorer.tier: an int, {MIXED!r} or None, not {self.tier!r}")
+        one_tier = isinstance(self.tier, int)
+        if plan is None or (one_tier and self.tier >= len(plan[2])):
+            if one_tier:
                 self.sow("intermediates", COMPLETE, jnp.ones((), bool))
             return self.in_slots(observations, features)
         group, capacity, tiers = plan
@@ -211,22 +224,22 @@ class AfterstateScorer(nn.Module):
             logits, pooled = jax.vmap(scorer.score_lists)(lists, grouped(features))
             return logits.reshape(padded, -1)[:num], pooled.reshape(padded, -1)[:num]
 
-        if self.tier is not None:  # one tier, no choice: whether it held every row is told, not acted on
+        if one_tier:  # no choice: whether it held every row is told, not acted on
             lists = lists_of(self.tier, self, observations)
             self.sow("intermediates", COMPLETE, jnp.all(lists.complete))
             return score(lists, self, observations, features)
 
-        def in_lists(tier, scorer, observations, features):
+        def in_lists(tier, last, scorer, observations, features):
             lists = lists_of(tier, scorer, observations)
-            if tier + 1 < len(tiers):
-                overflow = functools.partial(in_lists, tier + 1)
+            if tier < last:
+                overflow = functools.partial(in_lists, tier + 1, last)
             else:
                 overflow = lambda scorer, observations, features: scorer.in_slots(observations, features)  # noqa: E731
             # Only the branch taken runs.
             return nn.cond(jnp.all(lists.complete), functools.partial(score, lists), overflow, scorer, observations,
                            features)
 
-        return in_lists(0, self, observations, features)
+        return in_lists(0, 0 if self.tier == MIXED else len(tiers) - 1, self, observations, features)
 
     def first(self, rows, context):
         """The per-move MLP's first hidden layer for ``rows`` ``[..., F]`` given their

@@ -247,7 +247,13 @@ class PolicyValueNet(nn.Module):
     num_actions: int
     token_layout: Optional[TokenLayout] = None
     afterstates: Optional[Afterstates] = None
-    afterstate_tier: Optional[int] = None  # afterstate_scorer.AfterstateScorer's tier (None: it picks)
+    afterstate_tier: Optional[int | str] = None  # afterstate_scorer.AfterstateScorer's tier (None: it picks)
+
+    def for_training(self) -> "PolicyValueNet":
+        """This network as the learners apply it: their batches mix positions of every turn,
+        so an afterstate scorer scores them in its lists for such batches, else the slots
+        (``afterstate_scorer.MIXED``), not the chain of list sizes for a search's batch."""
+        return self.clone(afterstate_tier=afterstate_scorer.MIXED) if self.config.afterstates is not None else self
 
     def afterstate_tiers(self, batch_size: int, observation_size: int) -> int:
         """The ways a batch of ``batch_size`` observations can be scored

@@ -14,6 +14,7 @@ import pytest
 from helpers import random_playout
 from helpers.positions import act, position
 from helpers.tiny_training import FAST_COMPILE
+from beastybar_jax.afterstate_scorer import MIXED
 from beastybar_jax.games import beastybar as game
 from beastybar_jax.games import get_game
 from beastybar_jax.games.beastybar import afterstate as AF
@@ -421,9 +422,10 @@ def scorer_by_hand(observations, config, capacity, key, seed):
         p[name]["kernel"] = rng.normal(size=p[name]["kernel"].shape)
     observations = observations.reshape(24, len(observations) // 24, -1)
 
-    @jit
-    def apply(observation):
-        return network.apply(params, observation, capture_intermediates=lambda m, _: m.name == "MLPTorso_0")
+    @functools.partial(jit, static_argnums=1)
+    def apply(observation, tier=None):  # the scorer's tier (None: it picks)
+        return network.clone(afterstate_tier=tier).apply(params, observation,
+                                                         capture_intermediates=lambda m, _: m.name == "MLPTorso_0")
 
     def dense(x, name):
         return x @ p[name]["kernel"] + p[name].get("bias", 0.0)
@@ -459,17 +461,18 @@ def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(observations):
     """With ``network.afterstates.replies`` each move's second layer also reads the min and max over
     the opponent's replies of the per-reply MLP's units (and a flag), written out here
     with the parameters by hand from the slots of ``legal_afterstates`` and
-    ``legal_replies``. The network's lists must give the same logits and value whichever
-    of them has room: lists with room for 2 replies an observation, else for 16, else
-    the slots. Three batches of 128 observations take each way: turns 5-6 (no replies),
-    20-21 (about 3 an observation) and 15-16 (about 23)."""
+    ``legal_replies``. The network must give the same logits and value whichever way it
+    scores: lists with room for 2 replies an observation, else for 16, else the slots;
+    and as the learners score (``MIXED``), the first lists, else the slots. Three
+    batches of 128 observations take each way: turns 5-6 (no replies), 20-21 (about 3 an
+    observation) and 15-16 (about 23)."""
     params, p, observations, apply, dense = scorer_by_hand(
         observations, NetworkConfig(width=16, depth=1, afterstates={"width": 8, "replies": True}),
         lambda n: (6 * n, (2 * n, 16 * n)), key=4, seed=5)
     replies_seen = []
-    for first_turn in (5, 20, 15):
+    for first_turn, tier in ((5, None), (20, None), (15, None), (5, MIXED), (20, MIXED)):
         observation = observations[first_turn:first_turn + 2].reshape(-1, observations.shape[-1])
-        out, inter = apply(observation)
+        out, inter = apply(observation, tier)
         features = np.asarray(inter["intermediates"]["MLPTorso_0"]["__call__"][0])
         rows, moves = batched(afterstates_of, observation)  # [N, K, F], [N, K]
         reply_rows, replies = batched(replies_of, observation)  # [N, K, R, F]

@@ -108,6 +108,8 @@ def make_learner(network, optimizer: optax.GradientTransformation, az: AlphaZero
     """``learn(params, opt_state, replay, key) -> (params, opt_state, mean metrics)``: a
     ``lax.scan`` of ``az.updates_per_iteration`` optimizer steps on uniform minibatches."""
 
+    network = network.for_training() if hasattr(network, "for_training") else network
+
     def sgd_step(carry, key):
         params, opt_state, replay = carry
         batch = constrain(replay_lib.sample(replay, key, az.batch_size))

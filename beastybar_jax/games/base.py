@@ -185,8 +185,10 @@ class Afterstates(NamedTuple):
         replies to those moves, the first ``R``, and (``Q`` > 0, with ``answers``) the
         answers to those replies, the first ``Q``. None: the slots only.
       capacity: ``capacity(N) -> (C, (R, ...))`` or ``(C, (R, ...), ((R, Q), ...))``, with
-        ``compact``: the capacities the scorer asks for, the reply capacities in turn where
-        the lists overflow (then the slots), and for answers the (reply, answer) pairs in turn.
+        ``compact``: the capacities the scorer asks for: the moves', the reply capacities a
+        search tries in turn where the lists overflow (then the slots), and for answers the
+        (reply, answer) pairs in turn. The learners try the first only, then the slots: it
+        should hold batches that mix positions of every turn (``afterstate_scorer.MIXED``).
       replies: a second ply, ``replies(observation) -> (float32[K, R, size], int32[K, R])``:
         for each move slot, the opponent's legal replies as far as the observer knows them
         (none where the observer cannot know the opponent's hand); unused rows zero with id ``A``.

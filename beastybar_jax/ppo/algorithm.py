@@ -146,6 +146,8 @@ def make_learner(network, optimizer: optax.GradientTransformation, config: PPOCo
     ``num_epochs`` shuffles of the ``N`` rows, each cut into ``num_minibatches``
     minibatches, one optimizer step per minibatch (two nested ``lax.scan``)."""
 
+    network = network.for_training() if hasattr(network, "for_training") else network
+
     def sgd_step(carry, minibatch: Batch):
         params, opt_state = carry
         (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, network, minibatch, config,

@@ -341,21 +341,27 @@ def afterstate_capacity(num_observations: int) -> tuple[int, tuple[int, ...], tu
     and the turns with few replies, the second turns 11-19 with a fifth to spare; the
     slots remain for what neither holds.
 
-    Answers, with replies, smallest first (random play):
+    Answers, with replies, in (reply, answer) pairs, sized the same way from the play of
+    ``champion-cpu`` (``configs/champion.yaml``'s network, 64 games x 8 simulations, so
+    groups of 64; the CPU, 2026-11-28):
 
-    - 1 and 1: no replies at all, the first 15 turns (the opponent's deck holds cards).
-    - 7 replies a position and 64 more, 1 answer; then the same with 12 answers a position
-      and 64 more: the last turns (2.9 and 0.5 answers a position at turns 20 and 21) and
-      training's batches (about 9 answers a position over a game).
-    - 32 replies a position and 64 more, 1 answer: turn 15, the most replies and no
-      answers (the mover's deck still holds a card).
-    - 24 replies and 96 answers a position, 64 more of each: turns 16-19 (91, 66, 29 and
-      17 answers a position; the most, 278).
+    - 12 replies a position and 64 more, 36 answers a position and 64 more: training's
+      batches (groups of 128 drawn across games held 705 replies and 1,789 answers on
+      average, 1,173 and 3,720 at most) and the turns with few or none (0-12 and 20-23; at
+      turn 20, 580 replies and 487 answers for 64 positions).
+    - 48 replies a position and 64 more, 176 answers a position and 64 more: turns 13-19,
+      at most 2,330 replies and 9,020 answers for 64 positions (turn 15: 36 and 141 a
+      position).
+
+    Each capacity is a copy of the engine in every program that scores with it, so there
+    are few: a pair for the turns without replies too (1.29 searches a move, where five
+    pairs sized for random play ran 3.58; ``docs/performance.md``). The learners score
+    with the first capacity (``afterstate_scorer.MIXED``).
     """
     n = num_observations
     moves = min(MAX_LEGAL_ACTIONS * n, 7 * n + 64)
     replies = (12 * n + 64, 48 * n + 64)
-    answers = ((1, 1), (7 * n + 64, 1), (7 * n + 64, 12 * n + 64), (32 * n + 64, 1), (24 * n + 64, 96 * n + 64))
+    answers = ((12 * n + 64, 36 * n + 64), (48 * n + 64, 176 * n + 64))
     return moves, replies, answers
 
 
