@@ -142,8 +142,8 @@ class AfterstateScorer(nn.Module):
     host at every simulation (``search/determinized.py``). ``tier=MIXED`` (the learners,
     ``network.for_training``) is for batches that mix positions of every turn: the first
     list tier (the game's capacities put the one for such batches first), else the slots.
-    One list size, not the chain: each is a copy of the game's engine in the forward pass
-    and its linearization (docs/performance.md, "The search on a GPU").
+    One list size, not the chain: each size is a copy of the game's engine in the learner's
+    program (docs/performance.md, "The search on a GPU").
 
     While parameters are initialized, a game that declares ``Afterstates.max_moves`` gets
     zero rows of the plies' shapes: the parameters depend on shapes only, and the game's
