@@ -205,9 +205,9 @@ class AfterstateScorer(nn.Module):
     def __call__(self, observations, features):
         num = observations.shape[0]
         plan = self.plan(self.config, self.afterstates, num, observations.shape[-1])
-        if self.tier is not None and not isinstance(self.tier, int) and self.tier != MIXED:
-            raise ValueError(f"AfterstateScorer.tier: an int, {MIXED!r} or None, not {self.tier!r}")
         one_tier = isinstance(self.tier, int)
+        if not (one_tier or self.tier in (None, MIXED)):
+            raise ValueError(f"AfterstateScorer.tier: an int, {MIXED!r} or None, not {self.tier!r}")
         if plan is None or (one_tier and self.tier >= len(plan[2])):
             if one_tier:
                 self.sow("intermediates", COMPLETE, jnp.ones((), bool))

@@ -108,7 +108,7 @@ def make_learner(network, optimizer: optax.GradientTransformation, az: AlphaZero
     """``learn(params, opt_state, replay, key) -> (params, opt_state, mean metrics)``: a
     ``lax.scan`` of ``az.updates_per_iteration`` optimizer steps on uniform minibatches."""
 
-    network = network.for_training() if hasattr(network, "for_training") else network
+    network = network.for_training()  # afterstates scored as for batches of every turn
 
     def sgd_step(carry, key):
         params, opt_state, replay = carry

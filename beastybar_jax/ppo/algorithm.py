@@ -146,7 +146,7 @@ def make_learner(network, optimizer: optax.GradientTransformation, config: PPOCo
     ``num_epochs`` shuffles of the ``N`` rows, each cut into ``num_minibatches``
     minibatches, one optimizer step per minibatch (two nested ``lax.scan``)."""
 
-    network = network.for_training() if hasattr(network, "for_training") else network
+    network = network.for_training()  # afterstates scored as for batches of every turn
 
     def sgd_step(carry, minibatch: Batch):
         params, opt_state = carry
