@@ -22,6 +22,14 @@ whole files to a worker) and start command lines of their own; on a GPU each wou
 75% of its memory by default, so ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` is set (and
 exported) unless already set, before the first JAX array is made.
 
+**Cheap code generation on the CPU.** Where JAX runs on the CPU alone, every program the
+suite compiles (and every command line it starts) skips XLA:CPU's backend optimisations and
+LLVM's expensive passes (``XLA_FLAGS``, set before JAX starts; the flags already in
+``XLA_FLAGS`` win): the suite spends most of its time compiling programs it runs a few times.
+Programs that run long (the endgame solver's, the training runs that must learn) ask for
+XLA's default level themselves (``helpers.tiny_training.OPTIMIZED`` as ``compiler_options``).
+On a GPU the flags are left alone.
+
 **Longest files first.** pytest-xdist hands whole files to the two workers, one when a
 worker runs low; a long file handed out last keeps one worker busy while the other idles.
 The files that take longest (``LONGEST_FILES``, from the summary below) are collected
@@ -46,6 +54,19 @@ import time
 
 # Before anything imports JAX's backends (the game modules build arrays as they load).
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# The flags of helpers.tiny_training.FAST_COMPILE_FLAG (importing helpers starts the backends).
+FAST_COMPILE_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+
+
+def _cpu_only() -> bool:
+    """Whether JAX will run on the CPU alone: ``JAX_PLATFORMS=cpu``, or no accelerator plugin."""
+    if os.environ.get("JAX_PLATFORMS"):
+        return os.environ["JAX_PLATFORMS"].strip().lower() == "cpu"
+    return not any(importlib.util.find_spec(name) for name in ("jax_plugins", "jax_cuda12_plugin", "libtpu"))
+
+
+if _cpu_only():  # flags given in XLA_FLAGS come after, so they win
+    os.environ["XLA_FLAGS"] = f"{FAST_COMPILE_FLAGS} {os.environ.get('XLA_FLAGS', '')}".strip()
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -88,10 +109,10 @@ def pytest_configure(config):
     _SESSION.update(cache=cache, start=time.time(), load_start=_load(), per_file=collections.Counter())
 
 
-# About a minute or more each with two workers on two cores (2026-11-27), longest first.
-LONGEST_FILES = ("test_afterstates.py", "test_docs.py", "test_distributed.py", "test_arena.py", "test_acceptance.py",
-                 "test_champion.py", "test_reliability.py", "test_web.py", "test_agents.py", "test_ppo.py",
-                 "test_endgame.py")
+# About 45 s or more each with two workers on two cores (2026-11-28), longest first.
+LONGEST_FILES = ("test_afterstates.py", "test_distributed.py", "test_docs.py", "test_acceptance.py",
+                 "test_reliability.py", "test_arena.py", "test_endgame.py", "test_web.py", "test_notebook.py",
+                 "test_agents.py", "test_tictactoe_learning.py", "test_mctx_patch.py")
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from helpers import tiny_training
 from helpers import random_playout
+from helpers.tiny_training import OPTIMIZED
 from beastybar_jax.games import beastybar as game
 from beastybar_jax.agents import AgentSpecError, agent_names, make_agent
 from beastybar_jax.games.beastybar.endgame import bruteforce, positions, solver
@@ -77,8 +77,10 @@ def solve(endgames):
     """``solve(states, mode, max_iterations=0) -> Solution`` on the host, compiled once
     for batches of the endgames' size."""
     config = solver.SolverConfig(pops_per_step=1)  # pops_per_step=1: a smaller program to compile
+    # OPTIMIZED here and below: the solver's loops run long, unlike most of the suite's programs
+    # (tests/conftest.py compiles those without XLA's optimisations).
     compiled = jax.jit(lambda s, m, limit: solver.search(s, config, m, limit)[0]).lower(
-        endgames, jnp.int32(0), jnp.int32(0)).compile()
+        endgames, jnp.int32(0), jnp.int32(0)).compile(OPTIMIZED)
     return lambda states, mode, limit=0: jax.device_get(compiled(states, jnp.int32(MODES[mode]), jnp.int32(limit)))
 
 
@@ -235,7 +237,7 @@ def agent_act(endgames, midgames):
     size = endgames.turn.shape[0] + 256
     example = jax.tree.map(lambda x: jax.ShapeDtypeStruct((size,) + x.shape[1:], x.dtype), endgames)
     keys = jax.random.split(jax.random.key(0), size)
-    return jax.jit(jax.vmap(agent.act)).lower(example, keys).compile()
+    return jax.jit(jax.vmap(agent.act)).lower(example, keys).compile(OPTIMIZED)
 
 
 def test_the_solver_agent_plays_a_best_move_and_sees_only_what_its_player_knows(
@@ -500,7 +502,7 @@ def test_exact_value_and_policy_targets_are_the_solvers(endgames, solve):
 
     state = selfplay.init(spy, jax.random.key(1), num_games)
     buffer = replay.init(1024, spy.observation_size, spy.num_actions)
-    play = jax.jit(iteration).lower(state, buffer, jax.random.key(2)).compile(tiny_training.FAST_COMPILE)
+    play = jax.jit(iteration).lower(state, buffer, jax.random.key(2)).compile(OPTIMIZED)
 
     size = endgames.turn.shape[0]
 

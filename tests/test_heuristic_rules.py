@@ -25,8 +25,8 @@ from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.games.beastybar.cards import (
     CROCODILE, GIRAFFE, HIPPO, KANGAROO, LION, MONKEY, SEAL, SKUNK, SNAKE, ZEBRA,
 )
+from helpers.tiny_training import FAST_COMPILE
 
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 AGENTS = ("heuristic", "aggressive", "defensive", "outcome_heuristic")
 MATERIAL_AGENTS = AGENTS[:3]  # the material + bonus heuristic at bar weights 2, 3 and 1
 NUM_KEYS = 64  # each agent decides every position with this many keys

@@ -20,7 +20,7 @@ DEALS = 100  # 200 games per match
 def test_short_quick_run_beats_random_more_often_than_random_does(tmp_path):
     config = load_config(tiny_training.REPO_ROOT / "configs" / "quick.yaml",
                          [f"run_dir={tmp_path}", "tensorboard=false"])
-    trainer = make_trainer(config)  # optimised: 30 iterations run, not just compile
+    trainer = make_trainer(config, compiler_options=tiny_training.OPTIMIZED)  # 30 iterations run, not just compile
     loop = TrainLoop(config, trainer=trainer, console=False)
     initial_params = jax.device_get(loop.state.params)
     state = loop.run(until_iteration=ITERATIONS)

@@ -27,8 +27,7 @@ from mctx._src import search as mctx_search
 from beastybar_jax.games.beastybar import BEASTYBAR
 from beastybar_jax.search import SearchConfig, mctx_patch, programs, run_search
 from helpers import random_playout
-
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+from helpers.tiny_training import FAST_COMPILE
 
 
 MODES = {"stock": mctx_patch.stock_mctx, "dynamic": lambda: mctx_patch.installed(loop="dynamic"),

@@ -19,13 +19,13 @@ from beastybar_jax.network import (
     init_params,
     make_network,
 )
+from helpers.tiny_training import FAST_COMPILE
 
 GAME = game.BEASTYBAR
 WIDTH, DEPTH = 32, 1
 QUEUE_LENGTHS = (0, 1, 2, 3, 4)  # one observation per queue length
 
 
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 TORSOS, DTYPES = ("mlp", "attention"), ("float32", "bfloat16")
 
 

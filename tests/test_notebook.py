@@ -22,6 +22,7 @@ import sys
 import pytest
 
 from helpers import REPO_ROOT, running_in_ci
+from helpers.tiny_training import FAST_COMPILE_FLAG
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "quickstart.ipynb"
 TEXT_TWIN = REPO_ROOT / "notebooks" / "quickstart.py"
@@ -55,8 +56,7 @@ def _write_kernelspec(root: pathlib.Path) -> pathlib.Path:
         "language": "python",
         "env": {
             "JAX_PLATFORMS": "cpu",
-            # Unoptimised XLA code compiles about 3x faster on CPU; the tiny run is tiny anyway.
-            "XLA_FLAGS": "--xla_backend_optimization_level=0",
+            "XLA_FLAGS": FAST_COMPILE_FLAG,  # unoptimised XLA code compiles ~3x faster; the tiny run is tiny
             "MPLBACKEND": "module://matplotlib_inline.backend_inline",
             "BEASTYBAR_REPO": str(REPO_ROOT),
         },

@@ -31,6 +31,7 @@ from beastybar_jax.search import (
     sample_worlds,
     uniform_evaluator,
 )
+from helpers.tiny_training import FAST_COMPILE
 
 GAME = game.BEASTYBAR
 BATCH = 6
@@ -40,7 +41,6 @@ CONFIGS = {
     "puct": SearchConfig(algorithm="puct", num_simulations=NUM_SIMULATIONS, num_determinizations=1),
 }
 NETWORK = make_network(NetworkConfig(torso="mlp", width=32, depth=1), GAME.num_actions)
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
 def compile_fast(fn, *example_args):

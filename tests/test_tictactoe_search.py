@@ -24,10 +24,10 @@ from beastybar_jax.arena import play_match
 from beastybar_jax.search import SearchConfig, run_search, uniform_evaluator
 from beastybar_jax.games import minimax
 from beastybar_jax.games.tictactoe import TICTACTOE
+from helpers.tiny_training import FAST_COMPILE
 
 GAME = TICTACTOE
 PER_KIND = 6  # positions of each kind for each player to move
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 # Without a value function a block is found only by reaching the opponent's win two
 # plies down. Over every such position of the tree (860 blocks, 2,358 wins), 128
 # simulations find all of them with either policy; Gumbel with 64 misses 75 blocks.

@@ -18,8 +18,10 @@ import jax
 from beastybar_jax.config import load_config
 from beastybar_jax.training.loop import TrainLoop
 from beastybar_jax.training.metrics import read_jsonl
+from beastybar_jax.training.trainer import make_trainer
 
 from helpers import REPO_ROOT
+from helpers.tiny_training import OPTIMIZED
 CONFIG = REPO_ROOT / "configs" / "tictactoe.yaml"
 
 
@@ -28,7 +30,7 @@ def trained_run() -> dict:
     run_dir = pathlib.Path(tempfile.mkdtemp(prefix="tictactoe_"))
     atexit.register(shutil.rmtree, run_dir, ignore_errors=True)
     config = load_config(CONFIG, [f"run_dir={run_dir}", "tensorboard=false"])
-    loop = TrainLoop(config, console=False)
+    loop = TrainLoop(config, trainer=make_trainer(config, compiler_options=OPTIMIZED), console=False)
     state = jax.device_get(loop.run())
     loop.close()
     return dict(config=config, run_dir=run_dir, network=loop.trainer.network, params=state.params,

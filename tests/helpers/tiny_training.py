@@ -21,9 +21,12 @@ from beastybar_jax.training.metrics import read_jsonl
 
 from helpers import REPO_ROOT
 TINY = REPO_ROOT / "configs" / "tiny.yaml"
-# Unoptimised XLA code compiles about 3x faster on CPU; these runs are tiny anyway.
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
-FAST_COMPILE_FLAG = "--xla_backend_optimization_level=0"
+# Unoptimised XLA code compiles about 3x faster on CPU; these runs are tiny anyway. The suite
+# compiles this way throughout on a CPU (tests/conftest.py); the options are for the GPU too.
+FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+FAST_COMPILE_FLAG = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+# XLA's default level, for the programs a test runs long (training runs, the endgame solver).
+OPTIMIZED = {"xla_backend_optimization_level": 3, "xla_llvm_disable_expensive_passes": False}
 
 
 def tiny_config(run_dir, *overrides: str) -> TrainConfig:
