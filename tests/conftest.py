@@ -54,7 +54,8 @@ import time
 
 # Before anything imports JAX's backends (the game modules build arrays as they load).
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-# The flags of helpers.tiny_training.FAST_COMPILE_FLAG (importing helpers starts the backends).
+# helpers.tiny_training.FAST_COMPILE_FLAG written out: importing helpers starts JAX's backends
+# (pytest_configure checks that the two agree).
 FAST_COMPILE_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 
 
@@ -83,6 +84,9 @@ CACHE_MAX_BYTES = 1 << 34  # a limit only to turn on the cache's locks: no run c
 
 
 def pytest_configure(config):
+    from helpers.tiny_training import FAST_COMPILE_FLAG
+
+    assert FAST_COMPILE_FLAG == FAST_COMPILE_FLAGS, (FAST_COMPILE_FLAG, FAST_COMPILE_FLAGS)
     # pytest-xdist re-sorts the files by their number of tests unless told not to.
     if getattr(config.option, "loadscopereorder", False):
         config.option.loadscopereorder = False

@@ -24,7 +24,7 @@ TINY = REPO_ROOT / "configs" / "tiny.yaml"
 # Unoptimised XLA code compiles about 3x faster on CPU; these runs are tiny anyway. The suite
 # compiles this way throughout on a CPU (tests/conftest.py); the options are for the GPU too.
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-FAST_COMPILE_FLAG = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+FAST_COMPILE_FLAG = " ".join(f"--{name}={str(value).lower()}" for name, value in FAST_COMPILE.items())  # XLA_FLAGS
 # XLA's default level, for the programs a test runs long (training runs, the endgame solver).
 OPTIMIZED = {"xla_backend_optimization_level": 3, "xla_llvm_disable_expensive_passes": False}
 
