@@ -39,6 +39,7 @@ import numpy as np
 
 from beastybar_jax.agents.base import batch_act
 from beastybar_jax.games.base import Game
+from beastybar_jax.games.tracing import hot_loop
 from beastybar_jax.config.ppo import POOL, SELF, PPOConfig
 
 MASKED_LOGIT = -1e9  # illegal actions' logit: exp() underflows to exactly 0 in float32
@@ -230,6 +231,10 @@ def play(game: Game, network, params, pool, opponents: tuple[OpponentSlots, ...]
         return jnp.concatenate(parts)
 
     def one_move(games: Games, inputs):
+        with hot_loop():
+            return move(games, inputs)
+
+    def move(games: Games, inputs):
         key, fresh = inputs
         policy_key, opponent_key, _ = jax.random.split(key, 3)  # the third dealt ``fresh`` before the scan
         states = games.states

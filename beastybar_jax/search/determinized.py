@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import mctx
 
 from beastybar_jax.games.base import Game
+from beastybar_jax.games.tracing import hot_loop
 from beastybar_jax.search import mctx_patch
 from beastybar_jax.config.search import DEPTH_MARGIN, SearchConfig
 
@@ -166,12 +167,17 @@ def _evaluate_node(game: Game, evaluate: Evaluator, states):
 
 
 def make_recurrent_fn(game: Game, evaluate: Evaluator, flagged: bool = False):
-    """The mctx ``recurrent_fn``: steps the engine from the embedded states. ``flagged``:
-    the embeddings are ``(state, fitted)``, ``fitted`` whether a one-tier evaluator's rows
-    fitted at that node's evaluation."""
+    """The mctx ``recurrent_fn``: steps the engine from the embedded states, traced as a
+    hot loop's body (:func:`~beastybar_jax.games.tracing.hot_loop`: it runs at every
+    simulation). ``flagged``: the embeddings are ``(state, fitted)``, ``fitted`` whether a
+    one-tier evaluator's rows fitted at that node's evaluation."""
 
     def recurrent_fn(params, rng_key, action, parent):
         del params, rng_key  # the evaluator closes over its parameters
+        with hot_loop():
+            return step_and_evaluate(action, parent)
+
+    def step_and_evaluate(action, parent):
         if flagged:
             parent, _ = parent
         child = jax.vmap(game.step)(parent, action)

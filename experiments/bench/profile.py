@@ -118,12 +118,12 @@ def compile_only(config, target: str) -> dict:
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    from beastybar_jax.games.beastybar import lanes
+    from beastybar_jax.games import tracing
     from beastybar_jax.search import mctx_patch
     from beastybar_jax.training.trainer import abstract_state
 
     mesh = Mesh(np.array([common.target_device(target)]), ("data",))
-    with lanes.written_out(True), mctx_patch.installed("static-pallas"):  # as traced on a GPU
+    with tracing.for_gpu(), mctx_patch.installed("static-pallas"):  # as traced on a GPU
         trainer = make_trainer(config, mesh=mesh)
         key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=NamedSharding(mesh, PartitionSpec()))
         compiled, compile_s = common.compile_seconds(trainer.iteration, abstract_state(trainer), key)

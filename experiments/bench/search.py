@@ -101,7 +101,7 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
 
 def _compile_only(base_config, game, search_config, batch_size, evaluator, mctx, loop, target, key) -> dict:
     """:func:`bench_search`'s row for a program compiled for GPU ``target``, not run."""
-    from beastybar_jax.games.beastybar import lanes
+    from beastybar_jax.games import tracing
 
     device = common.target_device(target)
     loop = {"auto": "static", "static": "static-pallas"}.get(loop, loop)  # as traced on a GPU
@@ -118,7 +118,7 @@ def _compile_only(base_config, game, search_config, batch_size, evaluator, mctx,
         return run_search(game, make_evaluate(params), states, key, search_config, add_noise=True)
 
     args = common.on_device((params, states, key), device)
-    with (mctx_patch.stock_mctx() if mctx == "stock" else mctx_patch.installed(loop)), lanes.written_out(True):
+    with (mctx_patch.stock_mctx() if mctx == "stock" else mctx_patch.installed(loop)), tracing.for_gpu():
         compiled, compile_s = common.compile_seconds(jax.jit(search), *args)
     body = programs.loop_ops(compiled.as_text(), search_config.num_simulations)
     nan = float("nan")

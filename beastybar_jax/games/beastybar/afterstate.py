@@ -43,7 +43,7 @@ from beastybar_jax.games.base import AfterstateLists, as_player
 from beastybar_jax.games.beastybar import actions as A
 from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.games.beastybar import core
-from beastybar_jax.games.beastybar.lanes import lanes_written_out
+from beastybar_jax.games.tracing import traced_for_gpu
 from beastybar_jax.games.beastybar.observe import QUEUE_TOKENS, split_observation
 from beastybar_jax.games.beastybar.state import State
 
@@ -302,9 +302,9 @@ def _compact(mask: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
     counts = jnp.sum(mask, axis=1, dtype=jnp.int32)  # [M]
     ends = jnp.cumsum(counts)  # [M] slots taken by rows 0..m
     slots = jnp.arange(size, dtype=jnp.int32)
-    # A scan of log2(M) steps on a CPU; where the program is compiled for a GPU (lanes.py),
+    # A scan of log2(M) steps on a CPU; where the program is traced for a GPU (games/tracing.py),
     # all comparisons at once: one kernel instead of a loop of small ones. The same result.
-    method = "compare_all" if lanes_written_out() else "scan"
+    method = "compare_all" if traced_for_gpu() else "scan"
     owners = jnp.searchsorted(ends, slots, side="right", method=method).astype(jnp.int32)  # M past the last pair
     row = jnp.minimum(owners, rows - 1)
     rank = slots - (ends[row] - counts[row])  # the slot's place among its row's pairs

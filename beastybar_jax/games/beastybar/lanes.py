@@ -8,43 +8,27 @@ elementwise in ``B``, and XLA fuses a whole step into a few kernels. The results
 the same values (integer and boolean reductions; a float sum adds in lane order).
 
 XLA:CPU is the other way round: it duplicates cheap producers into every fusion that
-reads them, and a step written lane by lane ran 130 times slower there. So the lanes
-are written out where the program is compiled for another backend, and the CPU keeps
-``jnp``'s reductions; the choice is made when the function is traced, by JAX's default
-backend, as the search's loop is (``search/mctx_patch.py``), or by :func:`written_out`.
+reads them, and a step written lane by lane ran 130 times slower there. And the
+written-out form makes a larger program, slower to compile for a GPU too. So the lanes
+are written out where a function is traced for a GPU inside a hot loop's body
+(:mod:`beastybar_jax.games.tracing`: the search's simulations, the endgame solver's
+iterations, PPO's rollout steps, the learners' updates), and ``jnp``'s reductions are
+used everywhere else.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 
 import jax
 import jax.numpy as jnp
 
-
-_FORCED: list = []  # written_out()'s override, innermost last
-
-
-@contextlib.contextmanager
-def written_out(enabled: bool = True):
-    """Within the block, trace the lanes written out (``True``) or as ``jnp`` reductions
-    (``False``) whatever the backend: to compile for a GPU from a CPU (``jax.export``,
-    deviceless compilation) or to compare both forms."""
-    _FORCED.append(enabled)
-    try:
-        yield
-    finally:
-        _FORCED.pop()
-
-
-def _written_out() -> bool:
-    return _FORCED[-1] if _FORCED else jax.default_backend() != "cpu"
+from beastybar_jax.games.tracing import in_hot_loop, traced_for_gpu
 
 
 def lanes_written_out() -> bool:
     """Whether lanes traced now are written out (see the module docstring)."""
-    return _written_out()
+    return traced_for_gpu() and in_hot_loop()
 
 
 def _lanes(x, axis: int):
@@ -55,7 +39,7 @@ def _lanes(x, axis: int):
 
 def lane_sum(x, axis: int = -1):
     """``jnp.sum(x, axis)`` (booleans count as ``int32``)."""
-    if not _written_out():
+    if not lanes_written_out():
         return jnp.sum(x, axis=axis, dtype=jnp.int32 if jnp.asarray(x).dtype == jnp.bool_ else None)
     lanes = _lanes(x, axis)
     if lanes[0].dtype == jnp.bool_:
@@ -65,14 +49,14 @@ def lane_sum(x, axis: int = -1):
 
 def lane_any(x, axis: int = -1):
     """``jnp.any(x, axis)``."""
-    if not _written_out():
+    if not lanes_written_out():
         return jnp.any(x, axis=axis)
     return functools.reduce(jnp.logical_or, _lanes(x, axis))
 
 
 def lane_max(x, axis: int = -1):
     """``jnp.max(x, axis)``."""
-    if not _written_out():
+    if not lanes_written_out():
         return jnp.max(x, axis=axis)
     return functools.reduce(jnp.maximum, _lanes(x, axis))
 

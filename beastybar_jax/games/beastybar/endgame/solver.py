@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from beastybar_jax.games.beastybar import engine as game
+from beastybar_jax.games.tracing import hot_loop
 from beastybar_jax.games.beastybar.endgame.positions import MAX_PLIES, is_solvable
 from beastybar_jax.games.beastybar.endgame.positions import plies_left_bound as positions_plies_bound
 from beastybar_jax.games.beastybar import cards as C
@@ -564,9 +565,10 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
         return c
 
     def body(c):
-        for _ in range(config.pops_per_step):
-            c = close_nodes(c)
-        c = expand(c)
+        with hot_loop():
+            for _ in range(config.pops_per_step):
+                c = close_nodes(c)
+            c = expand(c)
         return dict(c, iterations=c["iterations"] + 1)
 
     limit = config.max_iterations if max_iterations is None else max_iterations
