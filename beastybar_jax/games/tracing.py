@@ -29,15 +29,19 @@ _HOT: list[None] = []  # one entry per hot_loop() block being traced
 
 
 @contextlib.contextmanager
-def for_gpu(enabled: bool = True) -> Iterator[None]:
-    """Within the block, trace as for a GPU (``True``) or for a CPU (``False``) whatever
-    JAX's default backend: to compile for a GPU on a machine without one (``jax.export``,
-    deviceless compilation) or to compare both forms."""
-    _FOR_GPU.append(enabled)
+def _pushed(stack: list, entry) -> Iterator[None]:
+    stack.append(entry)
     try:
         yield
     finally:
-        _FOR_GPU.pop()
+        stack.pop()
+
+
+def for_gpu(enabled: bool = True) -> contextlib.AbstractContextManager[None]:
+    """Within the block, trace as for a GPU (``True``) or for a CPU (``False``) whatever
+    JAX's default backend: to compile for a GPU on a machine without one (``jax.export``,
+    deviceless compilation) or to compare both forms."""
+    return _pushed(_FOR_GPU, enabled)
 
 
 def traced_for_gpu() -> bool:
@@ -45,14 +49,9 @@ def traced_for_gpu() -> bool:
     return _FOR_GPU[-1] if _FOR_GPU else jax.default_backend() != "cpu"
 
 
-@contextlib.contextmanager
-def hot_loop() -> Iterator[None]:
+def hot_loop() -> contextlib.AbstractContextManager[None]:
     """Trace the block as the body of a loop that the device runs many times a step."""
-    _HOT.append(None)
-    try:
-        yield
-    finally:
-        _HOT.pop()
+    return _pushed(_HOT, None)
 
 
 def in_hot_loop() -> bool:
