@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from jax import export
 
+from beastybar_jax.games import tracing
 from beastybar_jax.games.beastybar import BEASTYBAR
 from beastybar_jax.network import NetworkConfig, init_params, make_network
 from beastybar_jax.search import SearchConfig, device_loop, mctx_patch, network_evaluator, programs, run_search
@@ -85,7 +86,7 @@ def lowered_search(loop: str, afterstates: bool, platform: str = "cuda") -> str:
     def search(params, states, key):
         return run_search(BEASTYBAR, network_evaluator(BEASTYBAR, network, params), states, key, config)
 
-    with mctx_patch.installed(loop=loop):
+    with mctx_patch.installed(loop=loop), tracing.for_gpu(platform != "cpu"):  # the program that platform runs
         exported = export.export(jax.jit(search), platforms=[platform],
                                  disabled_checks=[export.DisabledSafetyCheck.custom_call(TRITON)])(
             params, states, jax.random.key(2))

@@ -362,6 +362,7 @@ def random_positions():
     return flat, masks
 
 
+@pytest.mark.gpu
 def test_the_engine_written_lane_by_lane_plays_as_the_cpus():
     """The engine traced for a GPU inside a hot loop (small reductions written out lane
     by lane, the recurring phase slot by slot: ``lanes.py``) steps, masks and observes
@@ -392,13 +393,14 @@ def test_the_engine_written_lane_by_lane_plays_as_the_cpus():
     assert bool(jnp.any(results[0][0].terminated & ~states.terminated))  # the sample reaches the end of games
 
 
-def _reductions(jaxpr) -> int:
-    """Reductions (``reduce_*``, ``argmax``...) in a jaxpr, loop bodies and branches included."""
+def _reductions(jaxpr, in_loops: bool = True) -> int:
+    """Reductions (``reduce_*``, ``argmax``...) in a jaxpr, branches included, and loop
+    bodies (``while``, ``scan``) where ``in_loops``."""
     count = 0
     for eqn in jaxpr.eqns:
         count += eqn.primitive.name.startswith(("reduce_", "argm"))
-        for sub in jax_core.jaxprs_in_params(eqn.params):
-            count += _reductions(sub)
+        if in_loops or eqn.primitive.name not in ("while", "scan"):
+            count += sum(_reductions(sub, in_loops) for sub in jax_core.jaxprs_in_params(eqn.params))
     return count
 
 
@@ -491,14 +493,17 @@ def _loop_bodies(jaxpr):
 def test_the_loops_that_run_the_engine_many_times_a_step_are_hot(owner):
     """The search's simulations, the endgame solver's iterations, PPO's rollout steps and
     the learner's updates (the afterstate scorer) trace the engine as hot loops: for a
-    GPU, their bodies have it lane by lane (fewer reductions than the CPU's form)."""
+    GPU, their bodies have it lane by lane (fewer reductions than the CPU's form), and
+    what runs outside them (the search's root, the rollout's restarts) keeps the CPU's."""
     from beastybar_jax.games import tracing
 
     states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), 4))
-    most = []
+    in_loops, outside = [], []
     for for_gpu in (False, True):
         with tracing.for_gpu(for_gpu):
             jaxpr = jax.make_jaxpr(lambda s: owner(s))(states).jaxpr  # a new function: no cached trace
-        most.append(max(map(_reductions, _loop_bodies(jaxpr))))
-    cpu, gpu = most
+        in_loops.append(max(map(_reductions, _loop_bodies(jaxpr))))
+        outside.append(_reductions(jaxpr, in_loops=False))
+    cpu, gpu = in_loops
     assert gpu < cpu - 10
+    assert outside[1] == outside[0] > 0

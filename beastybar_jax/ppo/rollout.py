@@ -230,11 +230,8 @@ def play(game: Game, network, params, pool, opponents: tuple[OpponentSlots, ...]
             parts.append(o.act(jax.tree.map(part, states), part(observation), part(legal_mask), pool, k))
         return jnp.concatenate(parts)
 
+    @hot_loop()  # the scan's body: the game's functions and the policy, once a move
     def one_move(games: Games, inputs):
-        with hot_loop():
-            return move(games, inputs)
-
-    def move(games: Games, inputs):
         key, fresh = inputs
         policy_key, opponent_key, _ = jax.random.split(key, 3)  # the third dealt ``fresh`` before the scan
         states = games.states

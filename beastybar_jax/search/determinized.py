@@ -172,12 +172,9 @@ def make_recurrent_fn(game: Game, evaluate: Evaluator, flagged: bool = False):
     simulation). ``flagged``: the embeddings are ``(state, fitted)``, ``fitted`` whether a
     one-tier evaluator's rows fitted at that node's evaluation."""
 
+    @hot_loop()
     def recurrent_fn(params, rng_key, action, parent):
         del params, rng_key  # the evaluator closes over its parameters
-        with hot_loop():
-            return step_and_evaluate(action, parent)
-
-    def step_and_evaluate(action, parent):
         if flagged:
             parent, _ = parent
         child = jax.vmap(game.step)(parent, action)

@@ -564,11 +564,11 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
         c["depth"] = jnp.where(push, depth + 1, depth)
         return c
 
+    @hot_loop()  # an engine step per lane at each of hundreds of iterations
     def body(c):
-        with hot_loop():
-            for _ in range(config.pops_per_step):
-                c = close_nodes(c)
-            c = expand(c)
+        for _ in range(config.pops_per_step):
+            c = close_nodes(c)
+        c = expand(c)
         return dict(c, iterations=c["iterations"] + 1)
 
     limit = config.max_iterations if max_iterations is None else max_iterations
