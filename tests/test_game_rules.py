@@ -426,11 +426,9 @@ def test_the_lanes_are_written_out_only_in_hot_loops_traced_for_a_gpu():
 
 
 def _search(states):
-    from beastybar_jax.games import get_game
     from beastybar_jax.search import SearchConfig, run_search, uniform_evaluator
 
-    bb = get_game("beastybar")
-    return run_search(bb, uniform_evaluator(bb), states, jax.random.key(0),
+    return run_search(game.BEASTYBAR, uniform_evaluator(game.BEASTYBAR), states, jax.random.key(0),
                       SearchConfig(algorithm="gumbel", num_simulations=4))
 
 
@@ -443,12 +441,11 @@ def _solver(states):
 def _rollout(states):
     from beastybar_jax.agents import make_agent
     from beastybar_jax.config import load_config
-    from beastybar_jax.games import get_game
     from beastybar_jax.network import NetworkConfig, init_params, make_network
     from beastybar_jax.ppo import rollout
-    from helpers.tiny_training import REPO_ROOT
+    from helpers import REPO_ROOT
 
-    bb = get_game("beastybar")
+    bb = game.BEASTYBAR
     network = make_network(NetworkConfig(width=8, depth=1), bb)
     params = init_params(network, jax.random.key(0), bb.observation_size)
     config = load_config(REPO_ROOT / "configs" / "ppo_quick.yaml", ["num_games=4", "ppo.opponents=[self]",
@@ -463,11 +460,10 @@ def _learner(states):
     from beastybar_jax.alphazero import replay
     from beastybar_jax.alphazero.algorithm import make_learner
     from beastybar_jax.config import load_config
-    from beastybar_jax.games import get_game
     from beastybar_jax.network import init_params, make_network
-    from helpers.tiny_training import REPO_ROOT
+    from helpers import REPO_ROOT
 
-    bb = get_game("beastybar")
+    bb = game.BEASTYBAR
     config = load_config(REPO_ROOT / "configs" / "quick.yaml", ["network.width=8", "network.depth=1",
                                                                  "network.afterstates={width: 4}",
                                                                  "alphazero.batch_size=4"])
