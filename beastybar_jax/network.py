@@ -30,12 +30,14 @@ in float32 and the heads run in float32, so every output is float32.
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, ClassVar, Literal, Optional
 
 import chex
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.extend import core as jax_core
 from pydantic import Field, field_validator, model_validator
 
 from beastybar_jax import afterstate_scorer
@@ -325,6 +327,50 @@ def init_params(network: PolicyValueNet, key: jax.Array, observation_size: int):
     where an eager ``init`` runs it op by op (with afterstates and replies, 225 engine
     steps: half a minute on a CPU)."""
     return jax.jit(network.init)(key, jnp.zeros((1, observation_size), jnp.float32))
+
+
+def precast(network: PolicyValueNet, params, observation_size: int, *, stacked: bool = False):
+    """``params`` with each leaf that ``network.apply`` only ever casts (to one dtype)
+    cast once, here: the same outputs, bit for bit.
+
+    Flax keeps the parameters in float32 and a bfloat16 layer casts its kernel and bias
+    at every call. Inside a loop that applies the network (the search's simulations, the
+    rollout's moves) XLA keeps those casts in the loop's body: on a GPU each is a kernel
+    launch per iteration (9 of the 85 in a simulation of ``h100.yaml``'s network). Call
+    this before the loop. ``stacked``: ``params`` is a stack of parameter trees (a leading
+    axis on every leaf, as PPO's opponent pool).
+
+    Which leaves to cast is read from the jaxpr of one call (traced once per network and
+    parameter shapes): a leaf every use of which is a ``convert_element_type`` to the
+    same dtype. Leaves used otherwise (LayerNorm's float32 scale, the float32 heads)
+    stay as they are."""
+    leaves, treedef = jax.tree.flatten(params)
+    types = tuple((tuple(x.shape[1:] if stacked else x.shape), jnp.dtype(x.dtype)) for x in leaves)
+    dtypes = _precast_dtypes(network, treedef, types, observation_size)
+    return jax.tree.unflatten(treedef, [x if d is None else x.astype(d) for x, d in zip(leaves, dtypes)])
+
+
+@functools.lru_cache(maxsize=64)
+def _precast_dtypes(network, treedef, types, observation_size: int) -> tuple:
+    """:func:`precast`'s dtype for each leaf (None: left as it is)."""
+    def apply(leaves):
+        return network.apply(jax.tree.unflatten(treedef, leaves), jnp.zeros((1, observation_size), jnp.float32))
+
+    jaxpr = jax.make_jaxpr(apply)([jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in types]).jaxpr
+    uses = {v: set() for v in jaxpr.invars}
+    for eqn in jaxpr.eqns:
+        cast = eqn.primitive.name == "convert_element_type" and not eqn.params.get("weak_type", False)
+        for v in eqn.invars:
+            if isinstance(v, jax_core.Var) and v in uses:
+                uses[v].add(jnp.dtype(eqn.params["new_dtype"]) if cast else None)
+    for v in jaxpr.outvars:
+        if isinstance(v, jax_core.Var) and v in uses:
+            uses[v].add(None)
+    dtypes = []
+    for v, (_, dtype) in zip(jaxpr.invars, types):
+        (only,) = uses[v] if len(uses[v]) == 1 else (None,)
+        dtypes.append(only if only is not None and only != dtype else None)
+    return tuple(dtypes)
 
 
 def count_params(params) -> int:

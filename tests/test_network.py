@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.extend import core as jax_core
 
 from beastybar_jax.games import beastybar as game
 from beastybar_jax.games.beastybar import BEASTYBAR_TOKENS
@@ -18,6 +19,7 @@ from beastybar_jax.network import (
     count_params,
     init_params,
     make_network,
+    precast,
 )
 from helpers.tiny_training import FAST_COMPILE
 
@@ -100,6 +102,82 @@ def test_bfloat16_compute_tracks_float32(models, torso):
     assert not np.array_equal(a.policy_logits, b.policy_logits)  # bfloat16 arithmetic is in use
     np.testing.assert_allclose(b.policy_logits, a.policy_logits, atol=0.05)
     np.testing.assert_allclose(b.value, a.value, atol=0.05)
+
+
+@pytest.mark.parametrize("torso", TORSOS)
+def test_precast_casts_the_weights_the_network_casts_and_changes_no_output(models, observations, torso):
+    """A bfloat16 network's torso weights come back in bfloat16 and its outputs stay the
+    same bit for bit; LayerNorm's parameters and the heads, used in float32, stay float32
+    (the parameters are perturbed, so that a LayerNorm cast to bfloat16 would show); a
+    float32 network's parameters come back unchanged; a stack casts leaf by leaf alike."""
+    config = NetworkConfig(torso=torso, width=WIDTH, depth=DEPTH, num_heads=4, dtype="bfloat16")
+    network = make_network(config, GAME)
+    params, apply, _ = models[torso, "bfloat16"]
+    keys = iter(jax.random.split(jax.random.key(2), len(jax.tree.leaves(params))))
+    params = jax.tree.map(lambda x: x + 0.3 * jax.random.normal(next(keys), x.shape), params)
+    cast = precast(network, params, GAME.observation_size)
+
+    dtypes = {jax.tree_util.keystr(path): leaf.dtype for path, leaf in jax.tree_util.tree_leaves_with_path(cast)}
+    assert {k for k, d in dtypes.items() if d == jnp.bfloat16} == {
+        k for k in dtypes if "Torso" in k and "LayerNorm" not in k}
+    assert sum(d == jnp.bfloat16 for d in dtypes.values()) >= 4
+    want, got = apply(params, observations), compile_fast(network.apply, cast, observations)(cast, observations)
+    for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+    stack = jax.tree.map(lambda x: jnp.stack([x, x]), params)
+    stacked = precast(network, stack, GAME.observation_size, stacked=True)
+    assert jax.tree.map(lambda x: x.dtype, stacked) == jax.tree.map(lambda x: x.dtype, cast)
+    f32 = make_network(config.model_copy(update=dict(dtype="float32")), GAME)
+    assert all(a is b for a, b in zip(jax.tree.leaves(precast(f32, params, GAME.observation_size)),
+                                      jax.tree.leaves(params)))
+
+
+def _weight_casts_in_loops(jaxpr, weight_shapes, in_loop=False) -> int:
+    """``convert_element_type`` ops inside loop bodies (``while``, ``scan``) whose operand
+    is a float32 array of one of ``weight_shapes``."""
+    count = 0
+    for eqn in jaxpr.eqns:
+        operand = eqn.invars[0].aval if eqn.invars else None
+        count += (in_loop and eqn.primitive.name == "convert_element_type" and operand.dtype == jnp.float32
+                  and tuple(operand.shape) in weight_shapes)
+        inner = in_loop or eqn.primitive.name in ("while", "scan")
+        count += sum(_weight_casts_in_loops(sub, weight_shapes, inner) for sub in jax_core.jaxprs_in_params(eqn.params))
+    return count
+
+
+def test_the_search_and_the_rollout_cast_no_weight_at_every_iteration():
+    """The search's simulations and PPO's rollout moves apply a bfloat16 network to the
+    weights :func:`precast` cast before their loop (on a GPU each cast would be a kernel
+    launch per iteration); the rollout's opponent pool (a stack of parameters) too."""
+    from beastybar_jax.agents import make_agent
+    from beastybar_jax.config import load_config
+    from beastybar_jax.ppo import rollout
+    from beastybar_jax.search import SearchConfig, network_evaluator, run_search
+    from helpers import REPO_ROOT
+
+    config = load_config(REPO_ROOT / "configs" / "ppo_quick.yaml", [
+        "num_games=4", "network.width=24", "network.depth=1", "network.dtype=bfloat16", "ppo.opponents=[self, pool]",
+        "ppo.opponent_weights=[1, 1]", "ppo.pool_size=2"])
+    network = make_network(config.network, GAME)
+    params = jax.eval_shape(lambda k: init_params(network, k, GAME.observation_size), jax.random.key(0))
+    pool = jax.tree.map(lambda x: jax.ShapeDtypeStruct((2,) + x.shape, x.dtype), params)
+    shapes = {tuple(x.shape) for x in jax.tree.leaves(params) + jax.tree.leaves(pool)}
+    states = jax.vmap(GAME.init)(jax.random.split(jax.random.key(0), 4))
+
+    def search(params):
+        return run_search(GAME, network_evaluator(GAME, network, params), states, jax.random.key(0),
+                          SearchConfig(algorithm="gumbel", num_simulations=4))
+
+    def rollout_moves(params, pool):
+        opponents = rollout.make_opponents(config.ppo, 4, GAME, network, make_agent)
+        games = rollout.Games(states=states, learner_seat=jnp.zeros(4, jnp.int32), length=jnp.zeros(4, jnp.int32))
+        return rollout.play(GAME, network, params, pool, opponents, games, jax.random.key(0), 2)
+
+    for program, args in ((search, (params,)), (rollout_moves, (params, pool))):
+        jaxpr = jax.make_jaxpr(program)(*args).jaxpr
+        assert _weight_casts_in_loops(jaxpr, shapes) == 0
+        assert sum(eqn.primitive.name == "convert_element_type" for eqn in jaxpr.eqns) >= 2  # cast before
 
 
 @pytest.mark.parametrize("torso, width, depth", [("mlp", 48, 3), ("attention", 256, 4)])

@@ -41,6 +41,7 @@ from beastybar_jax.agents.base import batch_act
 from beastybar_jax.games.base import Game
 from beastybar_jax.games.tracing import hot_loop
 from beastybar_jax.config.ppo import POOL, SELF, PPOConfig
+from beastybar_jax.network import precast
 
 MASKED_LOGIT = -1e9  # illegal actions' logit: exp() underflows to exactly 0 in float32
 
@@ -218,6 +219,9 @@ def play(game: Game, network, params, pool, opponents: tuple[OpponentSlots, ...]
     kind_one_hot = jnp.asarray(kind_of_slot[:, None] == np.arange(len(opponents))[None, :], jnp.float32)  # [B, K]
     self_slot = jnp.asarray(np.isin(kind_of_slot, [i for i, o in enumerate(opponents) if o.act is None]))
     seats = jnp.arange(num_players)
+    # The weights the network casts at every call, cast once: not at every move.
+    params = precast(network, params, game.observation_size)
+    pool = None if pool is None else precast(network, pool, game.observation_size, stacked=True)
 
     def opponent_moves(states, observation, legal_mask, key):
         keys = jax.random.split(key, len(opponents))

@@ -39,6 +39,7 @@ import mctx
 
 from beastybar_jax.games.base import Game
 from beastybar_jax.games.tracing import hot_loop
+from beastybar_jax.network import precast
 from beastybar_jax.search import mctx_patch
 from beastybar_jax.config.search import DEPTH_MARGIN, SearchConfig
 
@@ -117,8 +118,10 @@ class NetworkEvaluator:
 
 
 def network_evaluator(game: Game, network, params) -> NetworkEvaluator:
-    """The :class:`NetworkEvaluator` of ``network`` with ``params``."""
-    return NetworkEvaluator(game, network, params)
+    """The :class:`NetworkEvaluator` of ``network`` with ``params``, the weights that the
+    network casts at every call cast once, here (:func:`beastybar_jax.network.precast`):
+    not at every simulation."""
+    return NetworkEvaluator(game, network, precast(network, params, game.observation_size))
 
 
 def uniform_evaluator(game: Game) -> Evaluator:
