@@ -122,3 +122,25 @@ def test_loop_ops_counts_the_simulation_body_of_a_compiled_program():
     assert [count for _, count in ops.nested_loops] == [None]  # the inner loop's count is data
     with pytest.raises(ValueError, match="no loop with a known trip count of 8"):
         programs.loop_ops(text, 8)
+
+
+def test_loop_ops_estimates_the_bytes_a_body_moves_by_scope():
+    """An in-place update of one row of a 4 MB array moves the row (read and written),
+    not the array; a vector's update reads and writes the vector; each under its scope."""
+
+    def f(big, x):
+        def body(i, carry):
+            big, x = carry
+            with jax.named_scope("update"):
+                big = jax.lax.dynamic_update_slice(big, (x * 2.0)[None], (i, 0))
+            with jax.named_scope("scale"):
+                x = jnp.sin(x) + 1.0
+            return big, x
+        return jax.lax.fori_loop(0, 7, body, (big, x))
+
+    row = 1024 * 4
+    text = jax.jit(f).lower(jnp.zeros((1000, 1024)), jnp.ones(1024)).compile().as_text()
+    ops = programs.loop_ops(text, 7, scopes=("update", "scale"))
+    assert ops.bytes_by_scope["scale"] == 2 * row
+    assert row <= ops.bytes_by_scope["update"] <= 2 * row + 64
+    assert ops.bytes == sum(ops.bytes_by_scope.values()) < 10 * row

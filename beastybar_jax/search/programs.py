@@ -184,16 +184,23 @@ class LoopOps:
       by_opcode: their number per opcode (``fusion``, ``scatter``, ``custom-call``...).
       nested_loops: the loops inside the body, as ``(ops in their body, known trip count
         or None)``: a loop's body runs once per iteration.
+      bytes: the bytes its operations read and write in one iteration, estimated from
+        their operands' and results' shapes (:func:`op_bytes`): with ``bytes_by_scope``,
+        where a memory-bound loop spends its time.
+      bytes_by_scope: ``bytes`` split by the ``scopes`` given to :func:`loop_ops`
+        (``jax.named_scope`` and flax module names in each op's metadata; "other": none).
     """
 
     total: int
     by_opcode: dict
     nested_loops: tuple
+    bytes: int = 0
+    bytes_by_scope: dict = dataclasses.field(default_factory=dict)
 
     def __str__(self) -> str:
         top = ", ".join(f"{n} {op}" for op, n in sorted(self.by_opcode.items(), key=lambda kv: -kv[1]))
         nested = "".join(f"; a loop of {ops} ops x {count or 'unknown'}" for ops, count in self.nested_loops)
-        return f"{self.total} ops ({top}){nested}"
+        return f"{self.total} ops ({top}){nested}; ~{self.bytes / 1e6:.1f} MB"
 
 
 def computations_of(text: str) -> dict[str, list[str]]:
@@ -232,9 +239,85 @@ def _flattened(computations: dict[str, list[str]], name: str) -> list[str]:
     return lines
 
 
-def loop_ops(hlo_text: str, trip_count: int) -> LoopOps:
+_TYPE = re.compile(r"\b(pred|bf16|[suf]\d+|f8\w*)\[([\d,]*)\]")
+_DTYPE_BYTES = {"pred": 1, "bf16": 2}
+_OPERANDS = re.compile(r" [a-z][\w\-]*\(([^()]*)\)")
+_NAME = re.compile(r"%[\w.\-]+")
+_CALLS = re.compile(r"\bcalls=%?([\w.\-]+)")
+_OP_NAME = re.compile(r'op_name="([^"]+)"')
+_READS_PART = {"gather", "dynamic-slice", "slice"}
+_WRITES_IN_PLACE = {"scatter", "dynamic-update-slice"}
+
+
+def _type_bytes(text: str) -> int:
+    """Bytes of the arrays in an HLO type (``f32[4096,31]{1,0}``, or a tuple of them)."""
+    total = 0
+    for dtype, dims in _TYPE.findall(text):
+        size = _DTYPE_BYTES.get(dtype) or max(1, int(re.sub(r"\D", "", dtype)[:2] or 8) // 8)
+        for d in filter(None, dims.split(",")):
+            size *= int(d)
+        total += size
+    return total
+
+
+def _instructions(lines: list[str]) -> dict:
+    """name -> (opcode, result bytes, operand names, line) of a computation's instructions."""
+    table = {}
+    for line in lines:
+        match = _INSTRUCTION.match(line)
+        if not match:
+            continue
+        name, rest = line.removeprefix("ROOT ").split(" = ", 1)
+        opcode = match.group(1)
+        operands = _OPERANDS.search(rest[rest.find(f" {opcode}(") - 1:] if f" {opcode}(" in rest else "")
+        table[name] = (opcode, _type_bytes(rest.split(f" {opcode}(")[0]),
+                       _NAME.findall(operands.group(1)) if operands else [], line)
+    return table
+
+
+def op_bytes(line: str, table: dict, computations: dict) -> int:
+    """Bytes one top-level operation reads and writes, estimated from shapes: its
+    operands and its result, except that an operand a fusion only gathers or slices
+    counts what is read of it, and one it only updates in place (a scatter's, a
+    dynamic-update-slice's target) counts nothing, nor does the result it aliases.
+    An estimate: caches, a library call's own access pattern and a kernel's re-reads
+    are not modelled."""
+    opcode, result, operands, _ = table[line.removeprefix("ROOT ").split(" = ", 1)[0]]
+    calls = _CALLS.search(line) if opcode == "fusion" else None
+    fused = _instructions(computations.get(calls.group(1), [])) if calls else {}
+    params = {int(m.group(1)): name for name, (op, _, _, text) in fused.items()
+              if op == "parameter" and (m := re.search(r"parameter\((\d+)\)", text))}
+    total = 0
+    for i, operand in enumerate(operands):
+        size = table.get(operand, (None, 0))[1]
+        users = [u for u in fused.values() if i in params and params[i] in u[2]]
+        if users and all(u[0] in _READS_PART and u[2][0] == params[i] for u in users):
+            size = sum(u[1] for u in users)
+        elif users and all(u[0] in _WRITES_IN_PLACE and u[2][0] == params[i] for u in users):
+            size, result = 0, 0 if len(users) == 1 and users[0][3].startswith("ROOT") else result
+        total += size
+    if opcode in _READS_PART:
+        total = 2 * result
+    elif opcode in _WRITES_IN_PLACE:  # reads its updates and indices, writes the updates
+        total, result = 2 * sum(table.get(o, (None, 0))[1] for o in operands[1:]), 0
+    return total + result
+
+
+# The scopes of a simulation (``device_loop.simulate_once``'s and the network's), to split
+# its bytes by: the engine is what ``expand`` holds outside the network.
+SIMULATION_SCOPES = ("root_rule", "walk", "expand", "backup", "cached_choices", "PolicyValueNet", "afterstates")
+
+
+def scope_label(by_scope: dict) -> str:
+    """``by_scope`` (bytes) as ``"name MB, ..."``, largest first."""
+    return ", ".join(f"{name} {size / 1e6:.0f}" for name, size in sorted(by_scope.items(), key=lambda kv: -kv[1])
+                     if size >= 0.5e6)
+
+
+def loop_ops(hlo_text: str, trip_count: int, scopes: tuple[str, ...] = SIMULATION_SCOPES) -> LoopOps:
     """:class:`LoopOps` of the loop with ``trip_count`` iterations (the largest if several).
-    Raises ``ValueError`` if XLA found no loop with that count."""
+    ``scopes``: names to split the bytes by, each op counted under the last of them in
+    its metadata's ``op_name``. Raises ``ValueError`` if XLA found no loop with that count."""
     computations = computations_of(hlo_text)
     bodies = [_BODY.search(line).group(1) for lines in computations.values() for line in lines
               if " while(" in line and (m := _TRIP_COUNT.search(line)) and int(m.group(1)) == trip_count]
@@ -248,4 +331,13 @@ def loop_ops(hlo_text: str, trip_count: int) -> LoopOps:
             trip = _TRIP_COUNT.search(line)
             inner = _flattened(computations, _BODY.search(line).group(1))
             nested.append((sum(_opcodes(inner).values()), int(trip.group(1)) if trip else None))
-    return LoopOps(sum(counts.values()), dict(counts), tuple(nested))
+    table, by_scope = _instructions(body), collections.Counter()
+    for name, (opcode, _, _, line) in table.items():
+        if opcode in _FREE:
+            continue
+        op_name = _OP_NAME.search(line)
+        parts = op_name.group(1).split("/") if op_name else []
+        scope = max((s for s in scopes if s in parts), key=lambda s: max(i for i, p in enumerate(parts) if p == s),
+                    default="other")
+        by_scope[scope] += op_bytes(line, table, computations)
+    return LoopOps(sum(counts.values()), dict(counts), tuple(nested), sum(by_scope.values()), dict(by_scope))

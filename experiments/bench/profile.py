@@ -98,8 +98,8 @@ def profile_iteration(config, trace_dir: str, iterations: int, repeats: int = 0)
     row = dict(config=config.name, algorithm=config.algorithm, num_games=config.num_games,
                loop="simulation" if simulations else "rollout step", loop_trips=loop_trips,
                body_ops=body.total, body_by_opcode=body.by_opcode,
-               body_nested_loops=[list(loop) for loop in body.nested_loops],
-               iteration_seconds=best if repeats else wall, traced_iteration_seconds=wall,
+               body_nested_loops=[list(loop) for loop in body.nested_loops], body_bytes=body.bytes,
+               body_bytes_by_scope=body.bytes_by_scope, iteration_seconds=best if repeats else wall, traced_iteration_seconds=wall,
                compile_seconds=compile_s, simulations=simulations, trace_dir=trace_dir, **gpu)
     if repeats:
         row.update(games_per_second=finished / best, simulations_per_second=simulations / best if simulations else None)
@@ -132,7 +132,13 @@ def compile_only(config, target: str) -> dict:
     return dict(config=config.name, algorithm=config.algorithm, num_games=config.num_games, compiled_for=target,
                 loop="simulation" if config.algorithm == "alphazero" else "rollout step", loop_trips=trips,
                 body_ops=body.total, body_by_opcode=body.by_opcode,
-                body_nested_loops=[list(loop) for loop in body.nested_loops], compile_seconds=compile_s)
+                body_nested_loops=[list(loop) for loop in body.nested_loops], body_bytes=body.bytes,
+                body_bytes_by_scope=body.bytes_by_scope, compile_seconds=compile_s)
+
+
+def _bytes_progress(row: dict) -> None:
+    common.progress(f"  ~{row['body_bytes'] / 1e6:.0f} MB moved per {row['loop']} (estimated from the HLO), by scope: "
+                    f"{programs.scope_label(row['body_bytes_by_scope'])}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -145,14 +151,17 @@ def run(args: argparse.Namespace) -> int:
                          for ops, trips in row["body_nested_loops"])
         common.progress(f"{row['loop']} loop body compiled for {args.compile_for}: {row['body_ops']} ops{nested}; "
                         f"compile {row['compile_seconds']:.1f} s")
+        _bytes_progress(row)
         common.print_table(machine, [("config", lambda r: r["config"]), ("games", lambda r: r["num_games"]),
                                      (f"ops per {row['loop']}", lambda r: r["body_ops"]),
+                                     ("MB per step", lambda r: f"{r['body_bytes'] / 1e6:.0f}"),
                                      ("compile s", lambda r: f"{r['compile_seconds']:.1f}")], [row])
         return common.write_report(args.out, "profile", machine, args, [row], base_config=base.to_dict())
     trace_dir = args.trace_dir or os.path.join("bench_results", "profile", base.name)
     row = profile_iteration(base, trace_dir, args.iterations, args.repeats)
     nested = "".join(f" + a loop of {ops} x {trips or 'a data-dependent count'}" for ops, trips in row["body_nested_loops"])
     common.progress(f"{row['loop']} loop body: {row['body_ops']} ops{nested}")
+    _bytes_progress(row)
     if "device_busy_share" in row:
         per_sim = f", {row['kernels_per_simulation']:.0f} per simulation" if row["kernels_per_simulation"] else ""
         common.progress(f"device: {row['kernels_per_iteration']:.0f} kernels per iteration{per_sim}, busy "

@@ -92,7 +92,7 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
         batch_size=batch_size, num_simulations=num_simulations, mctx=mctx,
         loop=mctx_patch.resolve_loop(loop) if mctx == "patched" else "stock",
         body_ops=body.total, body_nested_loops=[list(loop_) for loop_ in body.nested_loops],
-        search=search_config.algorithm, num_determinizations=search_config.num_determinizations,
+        body_bytes=body.bytes, body_bytes_by_scope=body.bytes_by_scope, search=search_config.algorithm, num_determinizations=search_config.num_determinizations,
         network=evaluator_name, search_seconds=best, cpu_seconds=best_cpu,
         simulations_per_second=simulations / best, seconds_per_simulation=best / simulations,
         compile_seconds=compile_s, load_average=os.getloadavg()[0],
@@ -125,7 +125,8 @@ def _compile_only(base_config, game, search_config, batch_size, evaluator, mctx,
     return dict(
         batch_size=batch_size, num_simulations=search_config.num_simulations, mctx=mctx,
         loop=loop.replace("-pallas", "") if mctx == "patched" else "stock", body_ops=body.total,
-        body_nested_loops=[list(loop_) for loop_ in body.nested_loops], compiled_for=target,
+        body_nested_loops=[list(loop_) for loop_ in body.nested_loops], body_bytes=body.bytes,
+        body_bytes_by_scope=body.bytes_by_scope, compiled_for=target,
         search=search_config.algorithm, num_determinizations=search_config.num_determinizations,
         network=evaluator_name, search_seconds=nan, cpu_seconds=nan, simulations_per_second=nan,
         seconds_per_simulation=nan, compile_seconds=compile_s, load_average=os.getloadavg()[0],
@@ -173,12 +174,15 @@ def run(args: argparse.Namespace) -> int:
                               f"per search")
                     common.progress(f"games {batch} sims {sims} {label}: {_body_label(row)} ops per simulation, "
                                     f"{timing}, compile {row['compile_seconds']:.1f} s, load {row['load_average']:.1f}")
+                    common.progress(f"  ~{row['body_bytes'] / 1e6:.0f} MB moved per batched simulation step (estimated "
+                                    f"from the HLO), by scope: {programs.scope_label(row['body_bytes_by_scope'])}")
     add_relative_cost(rows)
     common.print_table(machine, [
         ("games", lambda r: r["batch_size"]),
         ("sims", lambda r: r["num_simulations"]),
         ("loop", lambda r: r["loop"]),
         ("ops/sim", _body_label),
+        ("MB/step", lambda r: f"{r['body_bytes'] / 1e6:.0f}"),
         ("sims/s", lambda r: common.rate(r["simulations_per_second"])),
         ("us/sim", lambda r: f"{r['seconds_per_simulation'] * 1e6:.3f}"),
         ("cost vs fewest", lambda r: f"{r['relative_cost']:.2f} (x{r['relative_to_simulations']})"),
