@@ -14,17 +14,21 @@ same check.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
+import mctx
 import numpy as np
 import pytest
 from jax import export
+from mctx._src import action_selection, qtransforms
 
 from beastybar_jax.games import tracing
 from beastybar_jax.games.beastybar import BEASTYBAR
 from beastybar_jax.network import NetworkConfig, init_params, make_network
-from beastybar_jax.search import SearchConfig, device_loop, mctx_patch, network_evaluator, programs, run_search
+from beastybar_jax.search import (SearchConfig, choice_kernel, device_loop, mctx_patch, network_evaluator, programs,
+                                  run_search)
 
 TRITON = "__gpu$xla.gpu.triton"
 
@@ -56,6 +60,75 @@ def test_the_pallas_walk_walks_as_the_xla_walk(batch, max_depth):
         np.testing.assert_array_equal(np.asarray(w), np.asarray(g))
     depths = np.asarray(want[3])
     assert depths.max() == min(max_depth - 1, depths.max()) and (max_depth == 1 or depths.max() > 1)
+
+
+def random_packed_rows(batch: int, num_nodes: int, num_actions: int, seed: int):
+    """``(stats [B, N, 5], children_index [B, N, A], prior_logits [B, N, A], rows [B, 6])``
+    of random trees: random visits, values, rewards and discounts; each row with a random
+    number of children (a tenth with every child visited, where the completed Q-values
+    hold no unvisited child's mixed value: far from the Q-values here); 30% of the priors at float32's minimum (an illegal
+    action); a fifth of the rows past the walk's end (``N``)."""
+    rng = np.random.default_rng(seed)
+    stats = np.zeros((batch, num_nodes, device_loop.NUM_STATS), np.float32)
+    stats[..., device_loop.VISITS] = rng.integers(0, 20, (batch, num_nodes))
+    stats[..., device_loop.RAW_VALUE] = 50 * rng.normal(size=(batch, num_nodes))  # mixed values past the Q-values
+    stats[..., device_loop.VALUE] = rng.normal(size=(batch, num_nodes))
+    stats[..., device_loop.REWARD] = np.where(rng.random((batch, num_nodes)) < 0.3, rng.normal(size=(batch, num_nodes)), 0)
+    stats[..., device_loop.DISCOUNT] = rng.choice([-1.0, 1.0, 0.9, 0.0], (batch, num_nodes))
+    index = np.full((batch, num_nodes, num_actions), -1, np.int32)
+    for b in range(batch):
+        for n in range(num_nodes):
+            k = num_actions if rng.random() < 0.1 else rng.integers(0, num_actions + 1)
+            index[b, n, rng.choice(num_actions, k, replace=False)] = rng.integers(0, num_nodes, k)
+    prior = (2 * rng.normal(size=(batch, num_nodes, num_actions))).astype(np.float32)
+    prior[rng.random(prior.shape) < 0.3] = np.finfo(np.float32).min
+    rows = np.where(rng.random((batch, 6)) < 0.8, rng.integers(0, num_nodes, (batch, 6)), num_nodes).astype(np.int32)
+    return tuple(map(jnp.asarray, (stats, index, prior, rows)))
+
+
+def mctx_choices(stats, index, prior, rows, rule_fn):
+    """mctx's ``rule_fn`` on each row as the XLA operations apply it (``_node_view``)."""
+    tree = device_loop.PackedTree(stats=stats, links=None, children_index=index, children_prior_logits=prior,
+                                  embeddings=None, root_invalid_actions=None, extra_data=None)
+    own, children_index, children_stats, prior_rows = device_loop._views(tree, rows)
+
+    def choose(*row):
+        return rule_fn(jax.random.key(0), device_loop._node_view(*row, None, None), 0, 1)
+
+    action = jax.vmap(jax.vmap(choose))(own, children_index, children_stats, prior_rows)
+    return action, jnp.take_along_axis(children_index, action[..., None], axis=-1)[..., 0]
+
+
+@pytest.mark.parametrize("num_actions, qtransform", [
+    (6, {}), (31, {}), (31, dict(value_scale=0.3, maxvisit_init=20.0)),
+    (31, dict(rescale_values=False, use_mixed_value=False))])
+def test_the_choice_kernel_chooses_as_mctxs_gumbel_rule(num_actions, qtransform):
+    """Every row on a path (37 games: blocks of 32 padded) gets mctx's action and child,
+    with the qtransform's arguments of the search's rule; 6 and 31 children (Triton's
+    8 and 32 columns, the padding left out of every reduction)."""
+    rule_fn = functools.partial(action_selection.gumbel_muzero_interior_action_selection,
+                                qtransform=functools.partial(qtransforms.qtransform_completed_by_mix_value, **qtransform))
+    rule = choice_kernel.rule_of(rule_fn)
+    assert rule == choice_kernel.GumbelRule(**qtransform)
+    stats, index, prior, rows = random_packed_rows(37, 17, num_actions, seed=num_actions + len(qtransform))
+    want = jax.jit(lambda *a: mctx_choices(*a, rule_fn))(stats, index, prior, rows)
+    got = jax.jit(lambda *a: choice_kernel.choices(*a, rule, interpret=True))(stats, index, prior, rows)
+    on_path = np.asarray(rows) < stats.shape[1]
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.asarray(g)[on_path], np.asarray(w)[on_path])
+    assert len(set(np.asarray(want[0])[on_path])) > 3  # the rows choose differently
+
+
+def test_the_choice_kernel_takes_only_gumbels_rule_with_constant_arguments():
+    """PUCT's rule (random tie-breaking noise) and a traced scale stay XLA operations."""
+    assert choice_kernel.rule_of(mctx.muzero_action_selection) is None
+    assert choice_kernel.rule_of(action_selection.gumbel_muzero_interior_action_selection) is None  # not as gumbel_muzero_policy passes it
+    traced = functools.partial(action_selection.gumbel_muzero_interior_action_selection, qtransform=functools.partial(
+        qtransforms.qtransform_completed_by_mix_value, value_scale=jnp.float32(0.1)))
+    assert choice_kernel.rule_of(traced) is None
+    plain = functools.partial(action_selection.gumbel_muzero_interior_action_selection,
+                              qtransform=qtransforms.qtransform_completed_by_mix_value)
+    assert choice_kernel.rule_of(plain) == choice_kernel.GumbelRule()
 
 
 def test_state_rows_round_trip_every_dtype():
@@ -97,7 +170,7 @@ def lowered_search(loop: str, afterstates: bool, platform: str = "cuda") -> str:
 def test_the_gpu_program_has_no_host_round_trip_inside_a_simulation(afterstates):
     structure = programs.loop_structure(lowered_search("static-pallas", afterstates), NUM_SIMULATIONS)
     assert structure.host_round_trips == ()
-    assert TRITON in structure.kernels  # the walk, a loop on the device
+    assert structure.kernels.count(TRITON) == 2  # the walk and Gumbel's cached choices, loops on the device
 
 
 def test_the_dynamic_loop_fails_the_same_check():

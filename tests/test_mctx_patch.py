@@ -3,10 +3,11 @@ actions and (to float rounding) its weights; their compiled loops rewrite no tre
 buffer; the static loop holds no host round trip inside a simulation.
 
 Each case is compiled once per loop: inside ``mctx_patch.stock_mctx()`` (mctx's own
-``search``/``backward``), with the ``"dynamic"`` loop (the CPU's) and with the
-``"static"`` one (the GPU's; on a CPU its walk is XLA operations, the Pallas walk is
-checked against it apart), at XLA's cheapest backend optimisation level (the HLO passes
-that decide copies and selects still run). The policy cases search a small synthetic
+``search``/``backward``), with the ``"dynamic"`` loop (the CPU's), with the ``"static"``
+one (the GPU's, its walk and cached choices as XLA operations) and as ``"kernels"``: the
+static loop with the GPU's Pallas kernels (the walk, Gumbel's cached choices) run by
+Pallas's interpreter, at XLA's cheapest backend optimisation level (the HLO passes that
+decide copies and selects still run). The policy cases search a small synthetic
 model (pseudo-random priors, values, rewards and discounts of -1, 1, 0.9 and 0, a root
 with every action invalid like a finished game); the world case runs ``run_search`` on
 Beasty Bar with ``K > 1`` determinizations and a finished game among the roots, against
@@ -31,8 +32,9 @@ from helpers.tiny_training import FAST_COMPILE
 
 
 MODES = {"stock": mctx_patch.stock_mctx, "dynamic": lambda: mctx_patch.installed(loop="dynamic"),
-         "static": lambda: mctx_patch.installed(loop="static-xla")}
-LOOPS = ("dynamic", "static")
+         "static": lambda: mctx_patch.installed(loop="static-xla"),
+         "kernels": lambda: mctx_patch.installed(loop="static-interpret")}
+LOOPS = ("dynamic", "static", "kernels")
 
 
 def compile_search(fn, *args, mode: str):
@@ -306,6 +308,8 @@ def test_search_loops_rewrite_no_tree_sized_buffer(policy_searches, world_search
     programs = {("policy", mode): compiled.as_text() for mode, compiled in policy_searches.items()}
     programs.update({("world", mode): compiled.as_text() for mode, compiled in world_searches.items()})
     for (kind, mode), program in programs.items():
+        if mode == "kernels":
+            continue  # the Pallas interpreter's program: a CPU's test of the kernels, not run for speed
         for name, (batch, num_nodes) in shapes.items():
             bounded = name in POLICY_CASES and POLICY_CASES[name]["max_depth"] is not None
             if (name in POLICY_CASES) == (kind == "policy") and (mode != "static" or bounded):

@@ -14,7 +14,9 @@ with a fixed amount of device work per simulation:
   the interior rule picks there (``links[..., SELECTED]``) and the child it leads to
   (``links[..., NEXT]``), recomputed for those rows after each simulation, and the
   walk down is pointer chasing: ``node = next[node]``, a static number of steps
-  (``max_depth``) with the finished walks idling.
+  (``max_depth``) with the finished walks idling. On a GPU both the walk and the
+  recomputation (Gumbel's rule) are Pallas kernels (:func:`walk_pallas`,
+  :mod:`beastybar_jax.search.choice_kernel`) that loop on the device.
 * **A closed-form backup.** The walk records its path (``[B, max_depth]``), so the
   backup is a static recurrence over it and one scatter of the new node rows, with
   mctx's arithmetic in mctx's order.
@@ -264,10 +266,11 @@ def _split_each(keys: chex.Array) -> tuple[chex.Array, chex.Array]:
 
 def simulate_once(params, sim, simulate_key, expand_key, tree: PackedTree, *, recurrent_fn,
                   root_action_selection_fn, interior_action_selection_fn, max_depth: int,
-                  packer: StatePacker, walk_kernel: str = "auto") -> PackedTree:
+                  packer: StatePacker, kernels: str = "auto") -> PackedTree:
     """One simulation for each of the ``B`` trees: root rule, cached walk, expansion,
     backup and the cached choices of the rows that changed. ``simulate_key`` and
-    ``expand_key`` are mctx's keys of this simulation."""
+    ``expand_key`` are mctx's keys of this simulation; ``kernels``: :data:`KERNELS`."""
+    kernels = _resolve(kernels)
     batch_size = tree.stats.shape[0]
     batch_range = jnp.arange(batch_size)
     interior_key = jax.random.fold_in(simulate_key, 1)
@@ -282,7 +285,7 @@ def simulate_once(params, sim, simulate_key, expand_key, tree: PackedTree, *, re
         first = children_index[batch_range, root_action]
 
     with jax.named_scope("walk"):
-        path, parent, action, parent_depth = _walk(tree.links, first, root_action, max_depth, walk_kernel)
+        path, parent, action, parent_depth = _walk(tree.links, first, root_action, max_depth, kernels)
 
     # Expand: a new node, or the existing child when the walk stopped at max_depth.
     with jax.named_scope("expand"):
@@ -313,25 +316,42 @@ def simulate_once(params, sim, simulate_key, expand_key, tree: PackedTree, *, re
     with jax.named_scope("cached_choices"):
         rows = changed[:, 1:]  # [B, D]: the path below the root, then the leaf
         num_rows = rows.shape[1]
-        row_depth = jnp.concatenate([jnp.broadcast_to(jnp.arange(1, num_rows), (batch_size, num_rows - 1)),
-                                     (parent_depth + 1)[:, None]], axis=1).astype(tree.children_prior_logits.dtype)
-        row_keys = jax.random.split(interior_key, (batch_size, num_rows))
-        own, children_index, children_stats, prior = _views(tree, rows)
-
-        def choose(key, own, children_index, children_stats, prior, depth, invalid, extra):
-            view = _node_view(own, children_index, children_stats, prior, invalid, extra)
-            return interior_action_selection_fn(key, view, 0, depth)
-
-        per_row = jax.vmap(choose, in_axes=(0, 0, 0, 0, 0, 0, None, None))
-        selected = jax.vmap(per_row)(row_keys, own, children_index, children_stats, prior, row_depth,
-                                     tree.root_invalid_actions, tree.extra_data).astype(jnp.int32)  # [B, D]
-        next_node = jnp.take_along_axis(children_index, selected[..., None], axis=-1)[..., 0]
+        selected, next_node = _interior_choices(tree, rows, parent_depth, interior_key, interior_action_selection_fn,
+                                                kernels)
         old_links = _take_rows(tree.links, rows)
         is_leaf = jnp.arange(num_rows) == num_rows - 1
         row_parent = jnp.where(is_leaf, parent[:, None], old_links[..., PARENT])
         row_action = jnp.where(is_leaf, action[:, None], old_links[..., ACTION])
         new_links = jnp.stack([row_parent, row_action, selected, next_node], axis=-1)
         return tree.replace(links=tree.links.at[batch_range[:, None], rows].set(new_links, mode="drop"))
+
+
+def _interior_choices(tree: PackedTree, rows: chex.Array, parent_depth: chex.Array, key: chex.PRNGKey,
+                      interior_action_selection_fn, kernels: str):
+    """The interior rule's action at each node of ``rows [B, D]`` (the path below the
+    root, then the leaf, whose parent is at ``parent_depth``) and the child it leads to:
+    Gumbel's rule as one Pallas kernel unless ``kernels == "xla"``, any other rule (and
+    every rule on ``"xla"``) as mctx's function on each row's node view."""
+    from beastybar_jax.search import choice_kernel  # it reads this module's columns
+
+    rule = choice_kernel.rule_of(interior_action_selection_fn)
+    if kernels != "xla" and rule is not None and tree.stats.dtype == tree.children_prior_logits.dtype == jnp.float32:
+        return choice_kernel.choices(tree.stats, tree.children_index, tree.children_prior_logits, rows, rule,
+                                     interpret=kernels == "interpret")
+    batch_size, num_rows = rows.shape
+    row_depth = jnp.concatenate([jnp.broadcast_to(jnp.arange(1, num_rows), (batch_size, num_rows - 1)),
+                                 (parent_depth + 1)[:, None]], axis=1).astype(tree.children_prior_logits.dtype)
+    row_keys = jax.random.split(key, (batch_size, num_rows))
+    own, children_index, children_stats, prior = _views(tree, rows)
+
+    def choose(key, own, children_index, children_stats, prior, depth, invalid, extra):
+        view = _node_view(own, children_index, children_stats, prior, invalid, extra)
+        return interior_action_selection_fn(key, view, 0, depth)
+
+    per_row = jax.vmap(choose, in_axes=(0, 0, 0, 0, 0, 0, None, None))
+    selected = jax.vmap(per_row)(row_keys, own, children_index, children_stats, prior, row_depth,
+                                 tree.root_invalid_actions, tree.extra_data).astype(jnp.int32)  # [B, D]
+    return selected, jnp.take_along_axis(children_index, selected[..., None], axis=-1)[..., 0]
 
 
 def unpack_tree(tree: PackedTree, packer: StatePacker) -> Tree:
@@ -371,13 +391,15 @@ def search(
     invalid_actions: Optional[chex.Array] = None,
     extra_data: Any = None,
     loop_fn: base.LoopFn = jax.lax.fori_loop,
-    walk_kernel: str = "auto",
+    kernels: str = "auto",
 ) -> Tree:
     """``mctx.search`` (same arguments, same tree) with the device-side loop above.
 
-    ``walk_kernel``: ``"pallas"`` (:func:`walk_pallas`, compiled by Triton: a GPU
-    program), ``"xla"`` (:func:`walk`) or ``"auto"``: the Pallas kernel where JAX's
-    default backend is a GPU, the XLA walk elsewhere.
+    ``kernels`` (:data:`KERNELS`): ``"pallas"``: the walk and Gumbel's cached choices
+    as Pallas kernels compiled by Triton (a GPU program); ``"interpret"``: the same
+    kernels run by Pallas's interpreter (any backend: tests of the GPU's program);
+    ``"xla"``: XLA operations (:func:`walk`, mctx's rule); ``"auto"``: the Pallas
+    kernels where JAX's default backend is a GPU, XLA operations elsewhere.
 
     ``max_depth`` (mctx's: walks stop at that depth; default ``num_simulations``) is
     also the number of static walk steps, so a tight bound (the game's length) makes
@@ -397,7 +419,7 @@ def search(
         tree = simulate_once(params, sim, simulate_key, expand_key, tree, recurrent_fn=recurrent_fn,
                              root_action_selection_fn=root_action_selection_fn,
                              interior_action_selection_fn=interior_action_selection_fn,
-                             max_depth=max_depth, packer=packer, walk_kernel=walk_kernel)
+                             max_depth=max_depth, packer=packer, kernels=kernels)
         return rng_key, tree
 
     _, tree = loop_fn(0, num_simulations, body_fun, (rng_key, tree))
@@ -406,17 +428,21 @@ def search(
 
 # ----------------------------------------------------------------------------- the walk as a Pallas kernel
 
-WALK_KERNELS = ("auto", "xla", "pallas")
+KERNELS = ("auto", "xla", "pallas", "interpret")
 
 
-def _walk(links, first, root_action, max_depth: int, kernel: str):
-    if kernel not in WALK_KERNELS:
-        raise ValueError(f"walk_kernel must be one of {WALK_KERNELS}, got {kernel!r}")
-    if kernel == "auto":  # chosen when traced, as the loop is: no platform switch in the program
-        kernel = "pallas" if jax.default_backend() == "gpu" else "xla"
-    if kernel == "xla":
+def _resolve(kernels: str) -> str:
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels must be one of {KERNELS}, got {kernels!r}")
+    if kernels == "auto":  # chosen when traced, as the loop is: no platform switch in the program
+        return "pallas" if jax.default_backend() == "gpu" else "xla"
+    return kernels
+
+
+def _walk(links, first, root_action, max_depth: int, kernels: str):
+    if kernels == "xla":
         return walk(links, first, root_action, max_depth)
-    return walk_pallas(links, first, root_action, max_depth)
+    return walk_pallas(links, first, root_action, max_depth, interpret=kernels == "interpret")
 
 
 WALK_BLOCK = 128  # games per kernel program: one thread each

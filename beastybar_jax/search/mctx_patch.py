@@ -27,9 +27,10 @@ The two loops (``loop=`` of :func:`install` and :func:`search`):
   amount of device work per simulation with no data-dependent loop or branch: cached
   interior choices, a walk of ``max_depth`` static steps (a Pallas kernel on GPUs), a
   closed-form backup and a packed tree.
-  ``"static-xla"`` and ``"static-pallas"`` are the same with the walk as XLA
-  operations or as the Pallas kernel (a GPU program: it lowers anywhere but runs on a
-  GPU) whatever the backend, for tests and benchmarks.
+  ``"static-xla"`` and ``"static-pallas"`` are the same with the walk and the cached
+  choices as XLA operations or as Pallas kernels (a GPU program: it lowers anywhere but
+  runs on a GPU) whatever the backend, and ``"static-interpret"`` with the Pallas
+  kernels run by Pallas's interpreter (any backend), for tests and benchmarks.
 * ``"auto"`` (the default): ``"dynamic"`` when JAX's default backend is the CPU, else
   ``"static"``.
 
@@ -188,7 +189,7 @@ def simulate(
     return node_index, action
 
 
-LOOPS = ("auto", "dynamic", "static", "static-xla", "static-pallas")
+LOOPS = ("auto", "dynamic", "static", "static-xla", "static-pallas", "static-interpret")
 
 
 def resolve_loop(loop: str) -> str:
@@ -228,8 +229,8 @@ def search(
     loop = resolve_loop(loop)
     if loop == "dynamic":
         return _dynamic_search(params, rng_key, **selection)
-    walk_kernel = {"static": "auto", "static-xla": "xla", "static-pallas": "pallas"}[loop]
-    return device_loop.search(params, rng_key, walk_kernel=walk_kernel, **selection)
+    kernels = {"static": "auto", "static-xla": "xla", "static-pallas": "pallas", "static-interpret": "interpret"}[loop]
+    return device_loop.search(params, rng_key, kernels=kernels, **selection)
 
 
 def _dynamic_search(params, rng_key, *, root, recurrent_fn, root_action_selection_fn, interior_action_selection_fn,
