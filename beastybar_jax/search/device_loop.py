@@ -335,7 +335,8 @@ def _interior_choices(tree: PackedTree, rows: chex.Array, parent_depth: chex.Arr
     from beastybar_jax.search import choice_kernel  # it reads this module's columns
 
     rule = choice_kernel.rule_of(interior_action_selection_fn)
-    if kernels != "xla" and rule is not None and tree.stats.dtype == tree.children_prior_logits.dtype == jnp.float32:
+    fits = tree.children_index.size < 2**31 and tree.stats.dtype == tree.children_prior_logits.dtype == jnp.float32
+    if kernels != "xla" and rule is not None and fits:  # the kernel: float32 rows, int32 offsets
         return choice_kernel.choices(tree.stats, tree.children_index, tree.children_prior_logits, rows, rule,
                                      interpret=kernels == "interpret")
     batch_size, num_rows = rows.shape

@@ -240,8 +240,7 @@ def _flattened(computations: dict[str, list[str]], name: str) -> list[str]:
 
 
 _TYPE = re.compile(r"\b(pred|bf16|[suf]\d+|f8\w*)\[([\d,]*)\]")
-_DTYPE_BYTES = {"pred": 1, "bf16": 2}
-_OPERANDS = re.compile(r" [a-z][\w\-]*\(([^()]*)\)")
+_DTYPE_BITS = re.compile(r"[a-z]+(\d+)")  # s32 -> 32, f8e4m3fn -> 8
 _NAME = re.compile(r"%[\w.\-]+")
 _CALLS = re.compile(r"\bcalls=%?([\w.\-]+)")
 _OP_NAME = re.compile(r'op_name="([^"]+)"')
@@ -253,7 +252,7 @@ def _type_bytes(text: str) -> int:
     """Bytes of the arrays in an HLO type (``f32[4096,31]{1,0}``, or a tuple of them)."""
     total = 0
     for dtype, dims in _TYPE.findall(text):
-        size = _DTYPE_BYTES.get(dtype) or max(1, int(re.sub(r"\D", "", dtype)[:2] or 8) // 8)
+        size = 1 if dtype == "pred" else max(1, int(_DTYPE_BITS.match(dtype).group(1)) // 8)
         for d in filter(None, dims.split(",")):
             size *= int(d)
         total += size
@@ -268,10 +267,8 @@ def _instructions(lines: list[str]) -> dict:
         if not match:
             continue
         name, rest = line.removeprefix("ROOT ").split(" = ", 1)
-        opcode = match.group(1)
-        operands = _OPERANDS.search(rest[rest.find(f" {opcode}(") - 1:] if f" {opcode}(" in rest else "")
-        table[name] = (opcode, _type_bytes(rest.split(f" {opcode}(")[0]),
-                       _NAME.findall(operands.group(1)) if operands else [], line)
+        result_type, _, call = rest.partition(f" {match.group(1)}(")
+        table[name] = (match.group(1), _type_bytes(result_type), _NAME.findall(call.split(")", 1)[0]), line)
     return table
 
 
