@@ -119,6 +119,24 @@ def test_the_choice_kernel_chooses_as_mctxs_gumbel_rule(num_actions, qtransform)
     assert len(set(np.asarray(want[0])[on_path])) > 3  # the rows choose differently
 
 
+@pytest.mark.gpu
+def test_the_choice_kernel_compiled_by_triton_chooses_as_mctx():
+    """On a GPU, the kernel as Triton compiles it (the search's own) against mctx's rule
+    as XLA compiles it there: the same action on every row but those whose two best
+    scores differ in rounding (Triton and XLA may sum in other orders): at most 1%."""
+    if jax.default_backend() != "gpu":
+        pytest.skip("Triton compiles the kernel for a GPU only; the interpreter's is checked above")
+    rule_fn = functools.partial(action_selection.gumbel_muzero_interior_action_selection,
+                                qtransform=qtransforms.qtransform_completed_by_mix_value)
+    stats, index, prior, rows = random_packed_rows(300, 33, 31, seed=5)
+    want = jax.jit(lambda *a: mctx_choices(*a, rule_fn))(stats, index, prior, rows)
+    got = jax.jit(lambda *a: choice_kernel.choices(*a, choice_kernel.GumbelRule()))(stats, index, prior, rows)
+    on_path = np.asarray(rows) < stats.shape[1]
+    differ = np.asarray(got[0])[on_path] != np.asarray(want[0])[on_path]
+    assert differ.mean() <= 0.01, differ.sum()
+    np.testing.assert_array_equal(np.asarray(got[1])[on_path][~differ], np.asarray(want[1])[on_path][~differ])
+
+
 def test_the_choice_kernel_takes_only_gumbels_rule_with_constant_arguments():
     """PUCT's rule (random tie-breaking noise) and a traced scale stay XLA operations."""
     assert choice_kernel.rule_of(mctx.muzero_action_selection) is None
