@@ -112,7 +112,8 @@ def test_the_choice_kernel_chooses_as_mctxs_gumbel_rule(num_actions, qtransform)
     assert rule == choice_kernel.GumbelRule(**qtransform)
     stats, index, prior, rows = random_packed_rows(37, 17, num_actions, seed=num_actions + len(qtransform))
     want = jax.jit(lambda *a: mctx_choices(*a, rule_fn))(stats, index, prior, rows)
-    got = jax.jit(lambda *a: choice_kernel.choices(*a, rule, interpret=True))(stats, index, prior, rows)
+    kernel = lambda *a: choice_kernel.choices(*a, rule, device_loop.STAT_COLUMNS, interpret=True)  # noqa: E731
+    got = jax.jit(kernel)(stats, index, prior, rows)
     on_path = np.asarray(rows) < stats.shape[1]
     for w, g in zip(want, got):
         np.testing.assert_array_equal(np.asarray(g)[on_path], np.asarray(w)[on_path])
@@ -130,7 +131,8 @@ def test_the_choice_kernel_compiled_by_triton_chooses_as_mctx():
                                 qtransform=qtransforms.qtransform_completed_by_mix_value)
     stats, index, prior, rows = random_packed_rows(300, 33, 31, seed=5)
     want = jax.jit(lambda *a: mctx_choices(*a, rule_fn))(stats, index, prior, rows)
-    got = jax.jit(lambda *a: choice_kernel.choices(*a, choice_kernel.GumbelRule()))(stats, index, prior, rows)
+    kernel = lambda *a: choice_kernel.choices(*a, choice_kernel.GumbelRule(), device_loop.STAT_COLUMNS)  # noqa: E731
+    got = jax.jit(kernel)(stats, index, prior, rows)
     on_path = np.asarray(rows) < stats.shape[1]
     differ = np.asarray(got[0])[on_path] != np.asarray(want[0])[on_path]
     assert differ.mean() <= 0.01, differ.sum()

@@ -32,10 +32,19 @@ import chex
 import jax
 import jax.numpy as jnp
 from mctx._src import action_selection, qtransforms
-
-from beastybar_jax.search.device_loop import DISCOUNT, NUM_STATS, RAW_VALUE, REWARD, VALUE, VISITS, Tree
+from mctx._src.tree import Tree
 
 BLOCK = 32  # games per kernel program
+
+
+class StatColumns(NamedTuple):
+    """Where each statistic sits in a row of the packed tree's ``stats`` (``device_loop``'s)."""
+
+    visits: int
+    raw_value: int
+    value: int
+    reward: int
+    discount: int
 
 
 class GumbelRule(NamedTuple):
@@ -102,7 +111,7 @@ def _choose(index, prior, visits, reward, discount, value, raw_value, columns, r
 
 
 def _kernel(stats_ref, index_ref, prior_ref, rows_ref, action_ref, next_ref, *, num_nodes: int, num_actions: int,
-            width: int, num_rows: int, rule: GumbelRule):
+            width: int, num_rows: int, columns_of: StatColumns, num_stats: int, rule: GumbelRule):
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 
@@ -118,13 +127,13 @@ def _kernel(stats_ref, index_ref, prior_ref, rows_ref, action_ref, next_ref, *, 
         present = on_path[:, None] & real[None, :]
         index = plgpu.load(index_ref.at[cells], mask=present, other=Tree.UNVISITED)
         prior = plgpu.load(prior_ref.at[cells], mask=present, other=-jnp.inf)
-        raw_value = plgpu.load(stats_ref.at[(games * num_nodes + jnp.where(on_path, node, 0)) * NUM_STATS + RAW_VALUE],
-                               mask=on_path, other=0.0)[:, None]
+        own = (games * num_nodes + jnp.where(on_path, node, 0)) * num_stats
+        raw_value = plgpu.load(stats_ref.at[own + columns_of.raw_value], mask=on_path, other=0.0)[:, None]
         visited = index >= 0
-        child = (games[:, None] * num_nodes + jnp.maximum(index, 0)) * NUM_STATS
+        child = (games[:, None] * num_nodes + jnp.maximum(index, 0)) * num_stats
         stat = lambda k: plgpu.load(stats_ref.at[child + k], mask=visited, other=0.0)  # noqa: E731  unvisited: zeros
-        action, next_node = _choose(index, prior, stat(VISITS), stat(REWARD), stat(DISCOUNT), stat(VALUE), raw_value,
-                                    columns, real, rule)
+        action, next_node = _choose(index, prior, stat(columns_of.visits), stat(columns_of.reward),
+                                    stat(columns_of.discount), stat(columns_of.value), raw_value, columns, real, rule)
         action_ref[games * num_rows + d] = action
         next_ref[games * num_rows + d] = next_node
         return carry
@@ -133,12 +142,12 @@ def _kernel(stats_ref, index_ref, prior_ref, rows_ref, action_ref, next_ref, *, 
 
 
 def choices(stats: chex.Array, children_index: chex.Array, prior_logits: chex.Array, rows: chex.Array,
-            rule: GumbelRule, interpret: bool = False):
+            rule: GumbelRule, columns: StatColumns, interpret: bool = False):
     """The rule's action and the child it leads to (``Tree.UNVISITED`` if none) for each of
-    the nodes ``rows int32[B, D]`` of a packed tree (``stats float32[B, N+1, 5]``,
-    ``children_index int32[B, N+1, A]``, ``prior_logits float32[B, N+1, A]``); a row
-    ``>= N+1`` is skipped (its outputs are unspecified). ``interpret``: run the kernel
-    with Pallas's interpreter (any backend), else compiled by Triton (a GPU)."""
+    the nodes ``rows int32[B, D]`` of a packed tree (``stats float32[B, N+1, S]`` with its
+    ``columns``, ``children_index int32[B, N+1, A]``, ``prior_logits float32[B, N+1, A]``);
+    a row ``>= N+1`` is skipped (its outputs are unspecified). ``interpret``: run the
+    kernel with Pallas's interpreter (any backend), else compiled by Triton (a GPU)."""
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 
@@ -153,7 +162,8 @@ def choices(stats: chex.Array, children_index: chex.Array, prior_logits: chex.Ar
     rows = jnp.pad(rows.astype(jnp.int32), ((0, padded - batch_size), (0, 0)), constant_values=num_nodes)
     flat = lambda x: x.reshape(-1)  # noqa: E731
     kernel = functools.partial(_kernel, num_nodes=num_nodes, num_actions=num_actions,
-                               width=pl.next_power_of_2(num_actions), num_rows=num_rows, rule=rule)
+                               width=pl.next_power_of_2(num_actions), num_rows=num_rows, columns_of=columns,
+                               num_stats=stats.shape[-1], rule=rule)
     out = jax.ShapeDtypeStruct((padded * num_rows,), jnp.int32)
     action, next_node = pl.pallas_call(
         kernel, out_shape=(out, out), grid=(padded // BLOCK,), interpret=interpret,

@@ -49,11 +49,14 @@ import numpy as np
 from mctx._src import base
 from mctx._src import tree as tree_lib
 
+from beastybar_jax.search import choice_kernel
+
 Tree = tree_lib.Tree
 
 # Columns of PackedTree.stats.
 VISITS, RAW_VALUE, VALUE, REWARD, DISCOUNT = range(5)
 NUM_STATS = 5
+STAT_COLUMNS = choice_kernel.StatColumns(VISITS, RAW_VALUE, VALUE, REWARD, DISCOUNT)
 # Columns of PackedTree.links.
 PARENT, ACTION, SELECTED, NEXT = range(4)
 NUM_LINKS = 4
@@ -332,13 +335,11 @@ def _interior_choices(tree: PackedTree, rows: chex.Array, parent_depth: chex.Arr
     root, then the leaf, whose parent is at ``parent_depth``) and the child it leads to:
     Gumbel's rule as one Pallas kernel unless ``kernels == "xla"``, any other rule (and
     every rule on ``"xla"``) as mctx's function on each row's node view."""
-    from beastybar_jax.search import choice_kernel  # it reads this module's columns
-
     rule = choice_kernel.rule_of(interior_action_selection_fn)
     fits = tree.children_index.size < 2**31 and tree.stats.dtype == tree.children_prior_logits.dtype == jnp.float32
     if kernels != "xla" and rule is not None and fits:  # the kernel: float32 rows, int32 offsets
         return choice_kernel.choices(tree.stats, tree.children_index, tree.children_prior_logits, rows, rule,
-                                     interpret=kernels == "interpret")
+                                     STAT_COLUMNS, interpret=kernels == "interpret")
     batch_size, num_rows = rows.shape
     row_depth = jnp.concatenate([jnp.broadcast_to(jnp.arange(1, num_rows), (batch_size, num_rows - 1)),
                                  (parent_depth + 1)[:, None]], axis=1).astype(tree.children_prior_logits.dtype)
