@@ -100,8 +100,7 @@ def mctx_choices(stats, index, prior, rows, rule_fn):
 
 
 @pytest.mark.parametrize("num_actions, qtransform", [
-    (6, {}), (31, {}), (31, dict(value_scale=0.3, maxvisit_init=20.0)),
-    (31, dict(rescale_values=False, use_mixed_value=False))])
+    (6, {}), (31, dict(value_scale=0.3, maxvisit_init=20.0)), (31, dict(rescale_values=False, use_mixed_value=False))])
 def test_the_choice_kernel_chooses_as_mctxs_gumbel_rule(num_actions, qtransform):
     """Every row on a path (37 games: blocks of 32 padded) gets mctx's action and child,
     with the qtransform's arguments of the search's rule; 6 and 31 children (Triton's
