@@ -62,15 +62,15 @@ def test_the_pallas_walk_walks_as_the_xla_walk(batch, max_depth):
     assert depths.max() == min(max_depth - 1, depths.max()) and (max_depth == 1 or depths.max() > 1)
 
 
-def random_packed_rows(batch: int, num_nodes: int, num_actions: int, seed: int):
+def random_packed_rows(batch: int, num_nodes: int, num_actions: int, seed: int, max_visits: int = 20):
     """``(stats [B, N, 5], children_index [B, N, A], prior_logits [B, N, A], rows [B, 6])``
-    of random trees: random visits, values, rewards and discounts; each row with a random
+    of random trees: random visits (below ``max_visits``), values, rewards and discounts; each row with a random
     number of children (a tenth with every child visited, where the completed Q-values
     hold no unvisited child's mixed value: far from the Q-values here); 30% of the priors at float32's minimum (an illegal
     action); a fifth of the rows past the walk's end (``N``)."""
     rng = np.random.default_rng(seed)
     stats = np.zeros((batch, num_nodes, device_loop.NUM_STATS), np.float32)
-    stats[..., device_loop.VISITS] = rng.integers(0, 20, (batch, num_nodes))
+    stats[..., device_loop.VISITS] = rng.integers(0, max_visits, (batch, num_nodes))
     stats[..., device_loop.RAW_VALUE] = 50 * rng.normal(size=(batch, num_nodes))  # mixed values past the Q-values
     stats[..., device_loop.VALUE] = rng.normal(size=(batch, num_nodes))
     stats[..., device_loop.REWARD] = np.where(rng.random((batch, num_nodes)) < 0.3, rng.normal(size=(batch, num_nodes)), 0)
@@ -119,20 +119,58 @@ def test_the_choice_kernel_chooses_as_mctxs_gumbel_rule(num_actions, qtransform)
     assert len(set(np.asarray(want[0])[on_path])) > 3  # the rows choose differently
 
 
+def root_and_interior_choices(num_actions: int, num_simulations: int, max_considered: int, batch: int,
+                              interpret: bool):
+    """``(mctx's choices [B, 1 + 5], the kernel's, rows on a path [B, 1 + 5])`` (each a pair:
+    actions, next nodes) on random trees whose first row is the root, chosen by mctx's Gumbel
+    root rule, the rest by its interior rule; 70% of the root's actions illegal (fewer
+    legal actions than are considered), and none in the first game."""
+    root_fn = functools.partial(action_selection.gumbel_muzero_root_action_selection, num_simulations=num_simulations,
+                                max_num_considered_actions=max_considered)
+    interior_fn = functools.partial(action_selection.gumbel_muzero_interior_action_selection,
+                                    qtransform=qtransforms.qtransform_completed_by_mix_value)
+    root_rule = choice_kernel.root_rule_of(root_fn)
+    assert root_rule == choice_kernel.GumbelRootRule(num_simulations, max_considered, choice_kernel.GumbelRule())
+    stats, index, prior, rows = random_packed_rows(batch, 17, num_actions, seed=num_actions, max_visits=3)
+    rows = rows.at[:, 0].set(mctx.Tree.ROOT_INDEX)
+    rng = np.random.default_rng(num_actions)
+    invalid = rng.random((batch, num_actions)) < 0.7
+    invalid[0] = True  # no legal action: mctx's argmax of -inf everywhere
+    gumbel = jnp.asarray(rng.gumbel(size=(batch, num_actions)), jnp.float32)
+    tree = device_loop.PackedTree(stats=stats, links=None, children_index=index, children_prior_logits=prior,
+                                  embeddings=None, root_invalid_actions=jnp.asarray(invalid),
+                                  extra_data=action_selection.GumbelMuZeroExtraData(root_gumbel=gumbel))
+    want_root = jax.jit(lambda tree: device_loop.root_choice(tree, jax.random.key(0), root_fn))(tree)
+    want = jax.jit(lambda *a: mctx_choices(*a, interior_fn))(stats, index, prior, rows[:, 1:])
+    want = tuple(jnp.concatenate([r[:, None], w], axis=1) for r, w in zip(want_root, want))
+    got = jax.jit(lambda *a: choice_kernel.choices(
+        *a, choice_kernel.rule_of(interior_fn), device_loop.STAT_COLUMNS, interpret=interpret, root=root_rule,
+        root_gumbel=gumbel, root_invalid_actions=tree.root_invalid_actions))(stats, index, prior, rows)
+    return want, got, np.asarray(rows) < stats.shape[1]
+
+
+@pytest.mark.parametrize("num_actions, num_simulations, max_considered", [(6, 64, 4), (31, 8, 16)])
+def test_the_choice_kernel_chooses_the_root_by_sequential_halving_as_mctx(num_actions, num_simulations,
+                                                                          max_considered):
+    """With the root rule, each game's first row is its root, chosen as mctx's Gumbel root
+    rule chooses (its visits against Sequential Halving's table, the Gumbel noise, the
+    invalid actions; at 8 simulations the visits run past the table's end, whose last
+    column both read), and the other rows as before."""
+    want, got, on_path = root_and_interior_choices(num_actions, num_simulations, max_considered, 37, interpret=True)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.asarray(g)[on_path], np.asarray(w)[on_path])
+    assert len(set(np.asarray(want[0])[:, 0])) > 3  # the roots choose differently
+
+
 @pytest.mark.gpu
 def test_the_choice_kernel_compiled_by_triton_chooses_as_mctx():
-    """On a GPU, the kernel as Triton compiles it (the search's own) against mctx's rule
-    as XLA compiles it there: the same action on every row but those whose two best
-    scores differ in rounding (Triton and XLA may sum in other orders): at most 1%."""
+    """On a GPU, the kernel as Triton compiles it (the search's own), root and interior
+    rules, against mctx's rules as XLA compiles them there: the same action on every row
+    but those whose two best scores differ in rounding (Triton and XLA may sum in other
+    orders): at most 1%."""
     if jax.default_backend() != "gpu":
         pytest.skip("Triton compiles the kernel for a GPU only; the interpreter's is checked above")
-    rule_fn = functools.partial(action_selection.gumbel_muzero_interior_action_selection,
-                                qtransform=qtransforms.qtransform_completed_by_mix_value)
-    stats, index, prior, rows = random_packed_rows(300, 33, 31, seed=5)
-    want = jax.jit(lambda *a: mctx_choices(*a, rule_fn))(stats, index, prior, rows)
-    kernel = lambda *a: choice_kernel.choices(*a, choice_kernel.GumbelRule(), device_loop.STAT_COLUMNS)  # noqa: E731
-    got = jax.jit(kernel)(stats, index, prior, rows)
-    on_path = np.asarray(rows) < stats.shape[1]
+    want, got, on_path = root_and_interior_choices(31, 64, 16, 300, interpret=False)
     differ = np.asarray(got[0])[on_path] != np.asarray(want[0])[on_path]
     assert differ.mean() <= 0.01, differ.sum()
     np.testing.assert_array_equal(np.asarray(got[1])[on_path][~differ], np.asarray(want[1])[on_path][~differ])

@@ -28,7 +28,9 @@ with a fixed amount of device work per simulation:
   ``children_discounts`` always equal them). The state is packed into one byte row.
   An expansion is five scatters.
 
-The root rule runs once per simulation on the root row, as in mctx. The interior
+The root rule runs once per simulation on the root row, as in mctx; Gumbel's (which
+draws no random numbers) runs in the choice kernel with the path's rows, at the end of
+the previous simulation, and the walk starts from the root's cached choice. The interior
 rule's random key (PUCT's 1e-7 tie-breaking noise) is drawn when the row is
 recomputed rather than when it is visited: the same distribution, other draws.
 
@@ -205,8 +207,9 @@ def instantiate(root: base.RootFnOutput, num_simulations: int, root_invalid_acti
     )
 
 
-def walk(links: chex.Array, first: chex.Array, root_action: chex.Array, max_depth: int):
-    """Follows the cached choices down from the root's child ``first [B]``.
+def walk(links: chex.Array, first: Optional[chex.Array], root_action: Optional[chex.Array], max_depth: int):
+    """Follows the cached choices down from the root's child ``first [B]``, reached by
+    ``root_action [B]`` (both ``None``: the root's own cached choice in ``links``).
 
     mctx's walk with ``max_depth``: one step below the root per iteration while the
     next node exists and the depth stays below ``max_depth``; ``max_depth - 1`` static
@@ -216,6 +219,8 @@ def walk(links: chex.Array, first: chex.Array, root_action: chex.Array, max_dept
     """
     batch_size, num_nodes = links.shape[:2]
     batch_range = jnp.arange(batch_size)
+    if first is None:
+        first, root_action = links[:, Tree.ROOT_INDEX, NEXT], links[:, Tree.ROOT_INDEX, SELECTED]
     no_node = jnp.full((batch_size,), num_nodes, jnp.int32)
     node = jnp.full((batch_size,), Tree.ROOT_INDEX, jnp.int32)
     next_node = first
@@ -277,15 +282,13 @@ def simulate_once(params, sim, simulate_key, expand_key, tree: PackedTree, *, re
     batch_size = tree.stats.shape[0]
     batch_range = jnp.arange(batch_size)
     interior_key = jax.random.fold_in(simulate_key, 1)
+    root_rule = _cached_root_rule(tree, root_action_selection_fn, interior_action_selection_fn, kernels)
 
-    # The root rule, fresh each simulation (mctx's keys: a split of each game's key).
-    with jax.named_scope("root_rule"):
-        _, root_keys = _split_each(jax.random.split(simulate_key, batch_size))
-        root_rows = jnp.zeros((batch_size, 1), jnp.int32)
-        own, children_index, children_stats, prior = (x[:, 0] for x in _views(tree, root_rows))
-        root_action = jax.vmap(lambda key, *row: root_action_selection_fn(key, _node_view(*row), 0))(
-            root_keys, own, children_index, children_stats, prior, tree.root_invalid_actions, tree.extra_data)
-        first = children_index[batch_range, root_action]
+    if root_rule is None:  # the root rule, fresh each simulation (mctx's keys: a split of each game's key)
+        with jax.named_scope("root_rule"):
+            root_action, first = root_choice(tree, simulate_key, root_action_selection_fn)
+    else:  # cached in the root's row by the last simulation's choice kernel (or by search before the first)
+        root_action = first = None
 
     with jax.named_scope("walk"):
         path, parent, action, parent_depth = _walk(tree.links, first, root_action, max_depth, kernels)
@@ -315,12 +318,20 @@ def simulate_once(params, sim, simulate_key, expand_key, tree: PackedTree, *, re
             embeddings=tree.embeddings.at[batch_range, leaf].set(packer.pack(child_state)),
         )
 
-    # Recompute the cached interior choice of every changed row below the root.
+    # Recompute the cached interior choice of every changed row below the root (and the
+    # root's own for the next simulation where the choice kernel takes the root rule too).
     with jax.named_scope("cached_choices"):
-        rows = changed[:, 1:]  # [B, D]: the path below the root, then the leaf
+        if root_rule is None:
+            rows = changed[:, 1:]  # [B, D]: the path below the root, then the leaf
+            selected, next_node = _interior_choices(tree, rows, parent_depth, interior_key,
+                                                    interior_action_selection_fn, kernels)
+        else:
+            rows = changed  # [B, D + 1]: the root, the path below it, then the leaf
+            selected, next_node = choice_kernel.choices(
+                tree.stats, tree.children_index, tree.children_prior_logits, rows,
+                choice_kernel.rule_of(interior_action_selection_fn), STAT_COLUMNS, interpret=kernels == "interpret",
+                root=root_rule, root_gumbel=tree.extra_data.root_gumbel, root_invalid_actions=tree.root_invalid_actions)
         num_rows = rows.shape[1]
-        selected, next_node = _interior_choices(tree, rows, parent_depth, interior_key, interior_action_selection_fn,
-                                                kernels)
         old_links = _take_rows(tree.links, rows)
         is_leaf = jnp.arange(num_rows) == num_rows - 1
         row_parent = jnp.where(is_leaf, parent[:, None], old_links[..., PARENT])
@@ -329,15 +340,54 @@ def simulate_once(params, sim, simulate_key, expand_key, tree: PackedTree, *, re
         return tree.replace(links=tree.links.at[batch_range[:, None], rows].set(new_links, mode="drop"))
 
 
+def root_choice(tree: PackedTree, key: chex.PRNGKey, root_action_selection_fn):
+    """The root rule's action in each of the ``B`` trees and the child it leads to, as
+    mctx's function on each root's node view (``key``: the simulation's, split as mctx does)."""
+    batch_size = tree.stats.shape[0]
+    _, root_keys = _split_each(jax.random.split(key, batch_size))
+    root_rows = jnp.zeros((batch_size, 1), jnp.int32)
+    own, children_index, children_stats, prior = (x[:, 0] for x in _views(tree, root_rows))
+    root_action = jax.vmap(lambda key, *row: root_action_selection_fn(key, _node_view(*row), 0))(
+        root_keys, own, children_index, children_stats, prior, tree.root_invalid_actions, tree.extra_data)
+    return root_action, children_index[jnp.arange(batch_size), root_action]
+
+
+def _kernel_rule(tree: PackedTree, interior_action_selection_fn, kernels: str):
+    """Gumbel's interior rule if the choice kernel takes it here, else ``None``: float32
+    rows, int32 offsets, a rule with constant arguments, ``kernels`` not ``"xla"``."""
+    fits = tree.children_index.size < 2**31 and tree.stats.dtype == tree.children_prior_logits.dtype == jnp.float32
+    return choice_kernel.rule_of(interior_action_selection_fn) if kernels != "xla" and fits else None
+
+
+def _cached_root_rule(tree: PackedTree, root_action_selection_fn, interior_action_selection_fn, kernels: str):
+    """Gumbel's root rule (Sequential Halving) if the choice kernel computes it with the
+    interior rows, so that each simulation reads the root's choice from its links row
+    (no root rule of ~10 XLA kernels a simulation); else ``None``. mctx's Gumbel root rule
+    draws no random numbers, so choosing after the last simulation instead of before the
+    next changes nothing."""
+    root_rule = choice_kernel.root_rule_of(root_action_selection_fn)
+    gumbel = getattr(tree.extra_data, "root_gumbel", None)
+    if (root_rule is None or _kernel_rule(tree, interior_action_selection_fn, kernels) is None
+            or gumbel is None or gumbel.shape != (tree.stats.shape[0], tree.children_index.shape[-1])):
+        return None
+    return root_rule
+
+
+def with_root_choice(tree: PackedTree, key: chex.PRNGKey, root_action_selection_fn) -> PackedTree:
+    """``tree`` with the root rule's choice written into each root's links row."""
+    root_action, first = root_choice(tree, key, root_action_selection_fn)
+    links = tree.links.at[:, Tree.ROOT_INDEX, SELECTED].set(root_action.astype(jnp.int32))
+    return tree.replace(links=links.at[:, Tree.ROOT_INDEX, NEXT].set(first))
+
+
 def _interior_choices(tree: PackedTree, rows: chex.Array, parent_depth: chex.Array, key: chex.PRNGKey,
                       interior_action_selection_fn, kernels: str):
     """The interior rule's action at each node of ``rows [B, D]`` (the path below the
     root, then the leaf, whose parent is at ``parent_depth``) and the child it leads to:
     Gumbel's rule as one Pallas kernel unless ``kernels == "xla"``, any other rule (and
     every rule on ``"xla"``) as mctx's function on each row's node view."""
-    rule = choice_kernel.rule_of(interior_action_selection_fn)
-    fits = tree.children_index.size < 2**31 and tree.stats.dtype == tree.children_prior_logits.dtype == jnp.float32
-    if kernels != "xla" and rule is not None and fits:  # the kernel: float32 rows, int32 offsets
+    rule = _kernel_rule(tree, interior_action_selection_fn, kernels)
+    if rule is not None:
         return choice_kernel.choices(tree.stats, tree.children_index, tree.children_prior_logits, rows, rule,
                                      STAT_COLUMNS, interpret=kernels == "interpret")
     batch_size, num_rows = rows.shape
@@ -414,6 +464,10 @@ def search(
         invalid_actions = jnp.zeros_like(root.prior_logits)
     packer = StatePacker.of(root.embedding)
     tree = instantiate(root, num_simulations, invalid_actions, extra_data, packer)
+    if _cached_root_rule(tree, root_action_selection_fn, interior_action_selection_fn, _resolve(kernels)) is not None:
+        tree = with_root_choice(tree, rng_key, root_action_selection_fn)  # the first simulation's (no key used)
+        # The kernel's dtype, once: XLA would convert the mask inside the loop.
+        tree = tree.replace(root_invalid_actions=tree.root_invalid_actions.astype(jnp.float32))
 
     def body_fun(sim, loop_state):
         rng_key, tree = loop_state
@@ -425,7 +479,7 @@ def search(
         return rng_key, tree
 
     _, tree = loop_fn(0, num_simulations, body_fun, (rng_key, tree))
-    return unpack_tree(tree, packer)
+    return unpack_tree(tree, packer).replace(root_invalid_actions=invalid_actions)
 
 
 # ----------------------------------------------------------------------------- the walk as a Pallas kernel
@@ -450,16 +504,21 @@ def _walk(links, first, root_action, max_depth: int, kernels: str):
 WALK_BLOCK = 128  # games per kernel program: one thread each
 
 
-def _walk_kernel(links_ref, first_ref, root_action_ref, path_ref, parent_ref, action_ref, depth_ref, *,
-                 num_nodes: int, max_depth: int, block: int):
+def _walk_kernel(*refs, num_nodes: int, max_depth: int, block: int, cached_root: bool):
     from jax.experimental.pallas import triton as plgpu  # noqa: F401  (the Triton dialect's load/store)
     from jax.experimental import pallas as pl
 
     start = pl.program_id(0) * block
     games = start + jnp.arange(block, dtype=jnp.int32)
     rows = games * num_nodes  # first node of each game in the flattened [B * (N+1), 4] links
-    first = first_ref[pl.ds(start, block)]
-    root_action = root_action_ref[pl.ds(start, block)]
+    if cached_root:  # the root's own links row
+        links_ref, path_ref, parent_ref, action_ref, depth_ref = refs
+        first = links_ref[(rows + Tree.ROOT_INDEX) * NUM_LINKS + NEXT]
+        root_action = links_ref[(rows + Tree.ROOT_INDEX) * NUM_LINKS + SELECTED]
+    else:
+        links_ref, first_ref, root_action_ref, path_ref, parent_ref, action_ref, depth_ref = refs
+        first = first_ref[pl.ds(start, block)]
+        root_action = root_action_ref[pl.ds(start, block)]
     path_rows = games * max_depth
 
     def clear(k, carry):
@@ -491,7 +550,7 @@ def _walk_kernel(links_ref, first_ref, root_action_ref, path_ref, parent_ref, ac
     depth_ref[pl.ds(start, block)] = depth
 
 
-def walk_pallas(links: chex.Array, first: chex.Array, root_action: chex.Array, max_depth: int,
+def walk_pallas(links: chex.Array, first: Optional[chex.Array], root_action: Optional[chex.Array], max_depth: int,
                 interpret: bool = False):
     """:func:`walk` as one Pallas kernel: each game's walk is a loop on the device that
     stops when every walk of its block has found its edge."""
@@ -502,17 +561,20 @@ def walk_pallas(links: chex.Array, first: chex.Array, root_action: chex.Array, m
     block = min(WALK_BLOCK, pl.next_power_of_2(batch_size))
     padded = pl.cdiv(batch_size, block) * block
     pad = padded - batch_size
-    first = jnp.pad(first.astype(jnp.int32), (0, pad), constant_values=Tree.UNVISITED)
-    root_action = jnp.pad(root_action.astype(jnp.int32), (0, pad))
-    flat_links = jnp.pad(links.reshape(-1), (0, pad * num_nodes * NUM_LINKS))
+    # A padded game's links are all UNVISITED: its walk ends at its root.
+    inputs = [jnp.pad(links.reshape(-1), (0, pad * num_nodes * NUM_LINKS), constant_values=Tree.UNVISITED)]
+    if first is not None:
+        inputs += [jnp.pad(first.astype(jnp.int32), (0, pad), constant_values=Tree.UNVISITED),
+                   jnp.pad(root_action.astype(jnp.int32), (0, pad))]
     out_shape = (jax.ShapeDtypeStruct((padded * max_depth,), jnp.int32),
                  jax.ShapeDtypeStruct((padded,), jnp.int32),
                  jax.ShapeDtypeStruct((padded,), jnp.int32),
                  jax.ShapeDtypeStruct((padded,), jnp.int32))
-    kernel = functools.partial(_walk_kernel, num_nodes=num_nodes, max_depth=max_depth, block=block)
+    kernel = functools.partial(_walk_kernel, num_nodes=num_nodes, max_depth=max_depth, block=block,
+                               cached_root=first is None)
     path, parent, action, depth = pl.pallas_call(
         kernel, out_shape=out_shape, grid=(padded // block,), interpret=interpret,
-        compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=1), name="search_walk")(flat_links, first, root_action)
+        compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=1), name="search_walk")(*inputs)
     return (path.reshape(padded, max_depth)[:batch_size], parent[:batch_size], action[:batch_size],
             depth[:batch_size])
 
