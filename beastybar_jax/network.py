@@ -42,7 +42,9 @@ from pydantic import Field, field_validator, model_validator
 
 from beastybar_jax import afterstate_scorer
 from beastybar_jax.afterstate_scorer import AfterstateConfig
+from beastybar_jax import torso_kernel
 from beastybar_jax.games.base import Afterstates, Game, TokenLayout
+from beastybar_jax.games.tracing import traced_for_gpu
 from beastybar_jax.validation import ConfigError, ConfigModel, Int, check
 
 TORSOS = ("mlp", "attention")
@@ -148,19 +150,40 @@ class ResidualBlock(nn.Module):
 
 
 class MLPTorso(nn.Module):
-    """``[B, O] -> [B, width]``: Dense, then ``depth`` residual blocks."""
+    """``[B, O] -> [B, width]``: Dense, then ``depth`` residual blocks. ``kernel``
+    (:data:`TORSO_KERNELS`): applied as XLA operations or as one Pallas kernel
+    (:mod:`beastybar_jax.torso_kernel`, inference only)."""
 
     width: int
     depth: int
     dtype: Any
+    kernel: str = "xla"
 
     @nn.compact
     def __call__(self, observation):
+        kernel = _torso_kernel(self.kernel, self.width, self.dtype)
+        if kernel != "xla" and not self.is_initializing():
+            return torso_kernel.mlp_torso(self.variables["params"], observation, width=self.width, depth=self.depth,
+                                          dtype=self.dtype, interpret=kernel == "interpret")
         x = nn.Dense(self.width, dtype=self.dtype, param_dtype=jnp.float32)(observation.astype(self.dtype))
         for _ in range(self.depth):
             x = ResidualBlock(self.width, self.dtype)(x)
         x = nn.LayerNorm(dtype=self.dtype, param_dtype=jnp.float32)(x)
         return nn.relu(x)
+
+
+TORSO_KERNELS = ("xla", "auto", "pallas", "interpret")
+
+
+def _torso_kernel(kernel: str, width: int, dtype) -> str:
+    """``"auto"`` resolved when traced: the Pallas kernel for a bfloat16 torso traced for a
+    GPU (``games.tracing.for_gpu``), else XLA operations."""
+    if kernel not in TORSO_KERNELS:
+        raise ValueError(f"torso_kernel must be one of {TORSO_KERNELS}, got {kernel!r}")
+    if kernel == "auto":
+        usable = jnp.dtype(dtype) == jnp.dtype(jnp.bfloat16) and torso_kernel.supports(width, dtype)
+        return "pallas" if usable and traced_for_gpu() else "xla"
+    return kernel
 
 
 class TransformerBlock(nn.Module):
@@ -250,12 +273,20 @@ class PolicyValueNet(nn.Module):
     token_layout: Optional[TokenLayout] = None
     afterstates: Optional[Afterstates] = None
     afterstate_tier: Optional[int | str] = None  # afterstate_scorer.AfterstateScorer's tier (None: it picks)
+    torso_kernel: str = "xla"  # MLPTorso.kernel (TORSO_KERNELS)
 
     def for_training(self) -> "PolicyValueNet":
         """This network as the learners apply it: their batches mix positions of every turn,
         so an afterstate scorer scores them in its lists for such batches, else the slots
         (``afterstate_scorer.MIXED``), not the chain of list sizes for a search's batch."""
         return self.clone(afterstate_tier=afterstate_scorer.MIXED) if self.config.afterstates is not None else self
+
+    def for_inference(self, torso_kernel: str = "auto") -> "PolicyValueNet":
+        """This network as the search and the rollout apply it, never differentiated: an MLP
+        torso as one Pallas kernel where traced for a GPU in bfloat16 (``"auto"``,
+        :data:`TORSO_KERNELS`), the same outputs to bfloat16's rounding."""
+        _torso_kernel(torso_kernel, self.config.width, self.config.compute_dtype)  # checks the name
+        return self.clone(torso_kernel=torso_kernel)
 
     def afterstate_tiers(self, batch_size: int, observation_size: int) -> int:
         """The ways a batch of ``batch_size`` observations can be scored
@@ -271,7 +302,7 @@ class PolicyValueNet(nn.Module):
             raise ValueError("network.afterstates: build the network with make_network(config, game) from a "
                              "game with afterstates")
         if cfg.torso == "mlp":
-            features = MLPTorso(cfg.width, cfg.depth, dtype)(observation)
+            features = MLPTorso(cfg.width, cfg.depth, dtype, self.torso_kernel)(observation)
         else:
             if self.token_layout is None:
                 raise ValueError("the attention torso needs the game's observation tokens (Game.tokens); "

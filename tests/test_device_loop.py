@@ -205,10 +205,10 @@ NUM_SIMULATIONS = 5
 
 
 def lowered_search(loop: str, afterstates: bool, platform: str = "cuda") -> str:
-    """StableHLO of ``run_search`` (8 positions, a tiny network) with ``loop``, lowered
-    for ``platform``."""
+    """StableHLO of ``run_search`` (8 positions, a tiny bfloat16 network) with ``loop``,
+    lowered for ``platform``."""
     replies = dict(afterstates=True, replies=True, afterstate_width=8) if afterstates else {}
-    network = make_network(NetworkConfig(width=16, depth=1, **replies), BEASTYBAR)
+    network = make_network(NetworkConfig(width=16, depth=1, dtype="bfloat16", **replies), BEASTYBAR)
     params = init_params(network, jax.random.key(0), BEASTYBAR.observation_size)
     states = jax.vmap(BEASTYBAR.init)(jax.random.split(jax.random.key(1), 8))
     config = SearchConfig(num_simulations=NUM_SIMULATIONS)
@@ -227,13 +227,14 @@ def lowered_search(loop: str, afterstates: bool, platform: str = "cuda") -> str:
 def test_the_gpu_program_has_no_host_round_trip_inside_a_simulation(afterstates):
     structure = programs.loop_structure(lowered_search("static-pallas", afterstates), NUM_SIMULATIONS)
     assert structure.host_round_trips == ()
-    assert structure.kernels.count(TRITON) == 2  # the walk and Gumbel's cached choices, loops on the device
+    # The walk and Gumbel's choices (loops on the device), and the network's torso.
+    assert structure.kernels.count(TRITON) == 3
 
 
 def test_the_dynamic_loop_fails_the_same_check():
     structure = programs.loop_structure(lowered_search("dynamic", afterstates=False), NUM_SIMULATIONS)
     assert len(structure.unbounded_loops) == 2  # the walk down and the backup
-    assert TRITON not in structure.kernels
+    assert structure.kernels.count(TRITON) == 1  # the torso's only: no walk or choice kernel
 
 
 def test_loop_ops_counts_the_simulation_body_of_a_compiled_program():

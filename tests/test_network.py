@@ -133,6 +133,40 @@ def test_precast_casts_the_weights_the_network_casts_and_changes_no_output(model
                                       jax.tree.leaves(params)))
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_torso_kernel_gives_the_networks_outputs(models, observations, dtype):
+    """The MLP torso as one Pallas kernel (interpreted on a CPU, Triton's on a GPU) gives the
+    network's outputs to the compute dtype's rounding, on 70 rows (a block of 64 and a
+    part block) and perturbed weights (a wrong LayerNorm, bias or ReLU would show), from
+    the weights :func:`precast` cast; ``for_inference()`` picks the kernel only where
+    traced for a GPU, in bfloat16 (the learners' XLA form is what they differentiate)."""
+    from beastybar_jax.games import tracing
+
+    network = make_network(NetworkConfig(torso="mlp", width=WIDTH, depth=2, dtype=dtype), GAME)
+    keys = iter(jax.random.split(jax.random.key(3), 64))
+    params = compile_fast(lambda k: init_params(network, k, GAME.observation_size), next(keys))(next(keys))
+    params = jax.tree.map(lambda x: x + 0.3 * jax.random.normal(next(keys), x.shape), params)
+    rows = jnp.tile(observations, (14, 1)) * jax.random.uniform(next(keys), (70, 1), minval=0.5, maxval=1.5)
+    want = compile_fast(network.apply, params, rows)(params, rows)
+    on_gpu = jax.default_backend() == "gpu"
+    kernel = network.for_inference("pallas" if on_gpu else "interpret")
+    cast = precast(kernel, params, GAME.observation_size)
+    got = compile_fast(kernel.apply, cast, rows)(cast, rows)
+    tolerance = dict(float32=2e-3 if on_gpu else 1e-5, bfloat16=0.02)[dtype]  # XLA's float32 GEMMs may use TF32
+    for name in ("policy_logits", "value", "score_margin"):
+        np.testing.assert_allclose(getattr(got, name), getattr(want, name), atol=tolerance * np.abs(getattr(
+            want, name)).max(), err_msg=name)
+    assert np.ptp(np.asarray(want.value)) > 0.1  # the rows differ
+
+    def uses_kernel(network, for_gpu):
+        with tracing.for_gpu(for_gpu):
+            return "pallas_call" in str(jax.make_jaxpr(network.apply)(params, rows))
+
+    assert uses_kernel(network.for_inference(), True) == (dtype == "bfloat16")
+    assert not uses_kernel(network.for_inference(), False) and not uses_kernel(network, True)
+
+
 def _weight_casts_in_loops(jaxpr, weight_shapes, in_loop=False) -> int:
     """``convert_element_type`` ops inside loop bodies (``while``, ``scan``) whose operand
     is a float32 array of one of ``weight_shapes``."""

@@ -222,6 +222,7 @@ def play(game: Game, network, params, pool, opponents: tuple[OpponentSlots, ...]
     # The weights the network casts at every call, cast once: not at every move.
     params = precast(network, params, game.observation_size)
     pool = None if pool is None else precast(network, pool, game.observation_size, stacked=True)
+    inference = network.for_inference()  # never differentiated: an MLP torso as one kernel on a GPU
 
     def opponent_moves(states, observation, legal_mask, key):
         keys = jax.random.split(key, len(opponents))
@@ -242,7 +243,7 @@ def play(game: Game, network, params, pool, opponents: tuple[OpponentSlots, ...]
         mover = states.current_player.astype(jnp.int32)
         observation = jax.vmap(game.observe)(states, mover)  # [B, O]
         legal_mask = jax.vmap(game.legal_action_mask)(states)  # [B, A]
-        action, log_prob, value = policy_step(network, params, observation, legal_mask, policy_key)
+        action, log_prob, value = policy_step(inference, params, observation, legal_mask, policy_key)
         learner = self_slot | (mover == games.learner_seat)
         action = jnp.where(learner, action, opponent_moves(states, observation, legal_mask, opponent_key))
 
