@@ -277,7 +277,9 @@ def simulate_once(params, sim, simulate_key, expand_key, tree: PackedTree, *, re
                   packer: StatePacker, kernels: str = "auto") -> PackedTree:
     """One simulation for each of the ``B`` trees: root rule, cached walk, expansion,
     backup and the cached choices of the rows that changed. ``simulate_key`` and
-    ``expand_key`` are mctx's keys of this simulation; ``kernels``: :data:`KERNELS`."""
+    ``expand_key`` are mctx's keys of this simulation; ``kernels``: :data:`KERNELS`.
+    Where the choice kernel takes Gumbel's root rule, the walk starts from the root's
+    cached choice: :func:`search` writes the first one (:func:`with_root_choice`)."""
     kernels = _resolve(kernels)
     batch_size = tree.stats.shape[0]
     batch_range = jnp.arange(batch_size)
