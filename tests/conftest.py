@@ -113,10 +113,10 @@ def pytest_configure(config):
     _SESSION.update(cache=cache, start=time.time(), load_start=_load(), per_file=collections.Counter())
 
 
-# About 45 s or more each with two workers on two cores (2026-11-28), longest first.
-LONGEST_FILES = ("test_afterstates.py", "test_distributed.py", "test_docs.py", "test_acceptance.py",
-                 "test_reliability.py", "test_arena.py", "test_endgame.py", "test_web.py", "test_notebook.py",
-                 "test_agents.py", "test_tictactoe_learning.py", "test_mctx_patch.py")
+# About 45 s or more each with two workers on two cores (2026-11-29), longest first.
+LONGEST_FILES = ("test_afterstates.py", "test_distributed.py", "test_docs.py", "test_reliability.py",
+                 "test_acceptance.py", "test_arena.py", "test_endgame.py", "test_agents.py", "test_web.py",
+                 "test_notebook.py", "test_ppo.py", "test_mctx_patch.py", "test_learning.py", "test_search.py")
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -409,17 +409,18 @@ def test_answers_use_only_what_the_mover_knows(played, observations):
 
 def scorer_by_hand(observations, config, capacity, key, seed):
     """What the by-hand scorer tests share: a Beasty Bar network of ``config`` with list
-    ``capacity`` (``Afterstates.capacity``), its parameters (the zero-initialised links
-    between plies, ``reply_to_move`` and ``answer_to_reply``, drawn at random so they
-    matter), ``observations`` by turn ``[24, games, F]``, the network's jitted
+    ``capacity`` (``Afterstates.capacity``), random parameters (the links between plies,
+    ``reply_to_move`` and ``answer_to_reply``, which start at zero, too: so they matter), ``observations`` by turn ``[24, games, F]``, the network's jitted
     apply capturing the torso's output, and ``dense(x, name)`` with a layer's parameters."""
     beastybar = get_game("beastybar")
     network = make_network(config, with_afterstates(capacity=capacity))
-    params = jax.tree.map(np.asarray, init_params(network, jax.random.key(key), beastybar.observation_size))
+    # Random parameters of the network's shapes (its initializer is not what is tested, and
+    # compiling it costs seconds): the links between plies too, which start at zero.
+    shapes = jax.eval_shape(lambda k: init_params(network, k, beastybar.observation_size), jax.random.key(key))
+    rng = np.random.default_rng(seed)
+    params = jax.tree.map(lambda x: (rng.normal(size=x.shape) / np.sqrt(x.shape[0] if x.ndim == 2 else 4)).astype(
+        x.dtype), shapes)
     p = params["params"]["afterstates"]
-    rng = np.random.default_rng(seed)  # they start at zero (a network with more plies starts as one with fewer)
-    for name in ("reply_to_move", "answer_to_reply")[:1 + config.afterstates.answers]:
-        p[name]["kernel"] = rng.normal(size=p[name]["kernel"].shape)
     observations = observations.reshape(24, len(observations) // 24, -1)
 
     @functools.partial(jit, static_argnums=1)

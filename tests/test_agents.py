@@ -100,12 +100,13 @@ POINTS_COPIES = 4  # the position appears this many times, each with its own key
 def actions_on(agents):
     """Positions (random ones, then copies of POINTS_POSITION), their
     hidden-information twins, and every agent's actions on both, with the same key
-    for a position and its twin. One compiled function for all agents, compiled
-    without XLA's backend optimisations (only the results matter; it compiles about
-    three times faster)."""
+    for a position and its twin. One compiled function per agent (XLA's passes cost more
+    than linearly in a program's size: one program for all agents compiles slower),
+    compiled without XLA's backend optimisations (only the results matter)."""
+    fast = functools.partial(jax.jit, compiler_options={"xla_backend_optimization_level": 0})
 
-    @functools.partial(jax.jit, compiler_options={"xla_backend_optimization_level": 0})
-    def run(key):
+    @fast
+    def positions(key):
         position_key, twin_key, act_key = jax.random.split(key, 3)
         states = random_positions(position_key)
         extra = jax.tree.map(lambda x: jnp.stack([x] * POINTS_COPIES), POINTS_POSITION)
@@ -116,18 +117,23 @@ def actions_on(agents):
             states, jax.random.split(twin_key, n))
         both = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), states, twins)
         keys = jax.random.split(act_key, n)
-        keys = jnp.concatenate([keys, keys])
-        actions = {name: jax.vmap(a.act)(both, keys) for name, a in agents.items()}
-        legal = jax.vmap(game.legal_action_mask)(states)
         observations = jax.vmap(game.observe)(both, both.current_player)
-        # The agents' own batched act (one network call, one batched search) on the
-        # positions and, separately with the same keys, on their twins.
-        batched = {name: (batch_act(a)(states, keys[:n]), batch_act(a)(twins, keys[:n]))
-                   for name, a in agents.items() if a.act_batch is not None}
-        return (states, twins, {k: v[:n] for k, v in actions.items()}, {k: v[n:] for k, v in actions.items()},
-                legal, observations[:n], observations[n:], batched)
+        return (states, twins, both, jnp.concatenate([keys, keys]), jax.vmap(game.legal_action_mask)(states),
+                observations[:n], observations[n:])
 
-    return jax.device_get(run(jax.random.key(7)))
+    states, twins, both, keys, legal, observations, twin_observations = positions(jax.random.key(7))
+    n = legal.shape[0]
+    actions, twin_actions, batched = {}, {}, {}
+    for name, agent in agents.items():
+        chosen = jax.device_get(fast(jax.vmap(agent.act))(both, keys))
+        actions[name], twin_actions[name] = chosen[:n], chosen[n:]
+        if agent.act_batch is not None:  # the agent's own batched act (one network call, one batched search)
+            # on the positions and, separately with the same keys, on their twins
+            act = fast(lambda states, twins, keys, agent=agent: (batch_act(agent)(states, keys),
+                                                                 batch_act(agent)(twins, keys)))
+            batched[name] = jax.device_get(act(states, twins, keys[:n]))
+    return (*jax.device_get((states, twins)), actions, twin_actions, *jax.device_get(
+        (legal, observations, twin_observations)), batched)
 
 
 def test_a_network_agents_search_is_a_search_config(network_and_params):

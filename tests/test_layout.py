@@ -103,7 +103,7 @@ FLOORS = (  # bottom up, each a tuple of rooms (module prefixes under beastybar_
     ("validation", "seeds", "strict_yaml", "cli"),
     ("games.base", "games.choice", "games.text", "games.minimax"),
     ("games.beastybar", "games.tictactoe", "games.registry", "games"),
-    ("afterstate_scorer", "network"),
+    ("afterstate_scorer", "torso_kernel", "network"),
     ("config",),
     ("search",),
     ("checkpoint",),
@@ -154,6 +154,7 @@ def _names(module: str, forbidden: tuple[str, ...]) -> list[str]:
     # generic rooms take a Game: no game room, not even the registry, for a default argument
     ("beastybar_jax.network", (*REGISTRY, *GAME_ROOMS)),
     ("beastybar_jax.afterstate_scorer", (*REGISTRY, *GAME_ROOMS)),
+    ("beastybar_jax.torso_kernel", (*REGISTRY, *GAME_ROOMS)),
     ("beastybar_jax.search", (*REGISTRY, *GAME_ROOMS)),
     ("beastybar_jax.arena", (*REGISTRY, *GAME_ROOMS)),
     ("beastybar_jax.agents.search_agents", (*REGISTRY, *GAME_ROOMS)),
