@@ -367,7 +367,7 @@ def precast(network: PolicyValueNet, params, observation_size: int, *, stacked: 
     Flax keeps the parameters in float32 and a bfloat16 layer casts its kernel and bias
     at every call. Inside a loop that applies the network (the search's simulations, the
     rollout's moves) XLA keeps those casts in the loop's body: on a GPU each is a kernel
-    launch per iteration (9 of the 85 in a simulation of ``h100.yaml``'s network). Call
+    launch per iteration (12 of the 85 in a simulation of ``h100.yaml``'s network). Call
     this before the loop. ``stacked``: ``params`` is a stack of parameter trees (a leading
     axis on every leaf, as PPO's opponent pool).
 

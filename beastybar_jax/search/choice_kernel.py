@@ -17,8 +17,10 @@ The rule is mctx's ``gumbel_muzero_interior_action_selection`` with
 ``interior_action_selection_fn``): the same arithmetic in the same order, each
 reduction over the row's ``A`` children (Triton's blocks are powers of two: the padded
 columns are left out of every reduction). Sums may be added in another order than
-XLA's, so a choice between two children whose scores differ in the last bit can differ
-from stock mctx's (``tests/test_device_loop.py`` compares the two on random trees).
+XLA's, and Triton's division and ``exp`` may round the last bit otherwise, so a choice
+between two children whose scores differ in the last bit can differ from stock mctx's on a
+GPU (``tests/test_device_loop.py`` compares the two on random trees; the interpreter's
+choices are mctx's).
 :func:`rule_of` returns ``None`` for any other rule (PUCT draws random tie-breaking
 noise, which a Triton kernel cannot): the XLA operations stay in use for it.
 

@@ -357,7 +357,10 @@ def root_choice(tree: PackedTree, key: chex.PRNGKey, root_action_selection_fn):
 def _kernel_rule(tree: PackedTree, interior_action_selection_fn, kernels: str):
     """Gumbel's interior rule if the choice kernel takes it here, else ``None``: float32
     rows, int32 offsets, a rule with constant arguments, ``kernels`` not ``"xla"``."""
-    fits = tree.children_index.size < 2**31 and tree.stats.dtype == tree.children_prior_logits.dtype == jnp.float32
+    # int32 offsets: into the largest array, padded games' included (their loads are masked).
+    batch_size, num_nodes, num_actions = tree.children_index.shape
+    padded = (batch_size + choice_kernel.BLOCK) * num_nodes * max(num_actions, tree.stats.shape[-1])
+    fits = padded < 2**31 and tree.stats.dtype == tree.children_prior_logits.dtype == jnp.float32
     return choice_kernel.rule_of(interior_action_selection_fn) if kernels != "xla" and fits else None
 
 
