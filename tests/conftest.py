@@ -24,10 +24,12 @@ exported) unless already set, before the first JAX array is made.
 
 **Cheap code generation on the CPU.** Where JAX runs on the CPU alone, every program the
 suite compiles (and every command line it starts) skips XLA:CPU's backend optimisations and
-LLVM's expensive passes (``XLA_FLAGS``, set before JAX starts; the flags already in
-``XLA_FLAGS`` win): the suite spends most of its time compiling programs it runs a few times.
-Programs that run long (the endgame solver's, the training runs that must learn) ask for
-XLA's default level themselves (``helpers.tiny_training.OPTIMIZED`` as ``compiler_options``).
+LLVM's expensive passes, and takes XLA:CPU's older fusion emitters (``XLA_FLAGS``, set before
+JAX starts; the flags already in ``XLA_FLAGS`` win): the suite spends most of its time
+compiling programs it runs a few times. Programs that run long (the endgame solver's, the
+training runs that must learn) ask for XLA's defaults themselves
+(``helpers.tiny_training.OPTIMIZED`` as ``compiler_options``), and programs whose bits are
+compared with another program's for the default emitters (``SAME_BITS``).
 On a GPU the flags are left alone.
 
 **Longest files first.** pytest-xdist hands whole files to the two workers, one when a
@@ -56,7 +58,8 @@ import time
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # helpers.tiny_training.FAST_COMPILE_FLAG written out: importing helpers starts JAX's backends
 # (pytest_configure checks that the two agree).
-FAST_COMPILE_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "
+                      "--xla_cpu_use_fusion_emitters=false")
 
 
 def _cpu_only() -> bool:
@@ -114,9 +117,9 @@ def pytest_configure(config):
 
 
 # About 45 s or more each with two workers on two cores (2026-11-29), longest first.
-LONGEST_FILES = ("test_afterstates.py", "test_distributed.py", "test_docs.py", "test_reliability.py",
-                 "test_acceptance.py", "test_arena.py", "test_endgame.py", "test_agents.py", "test_web.py",
-                 "test_notebook.py", "test_ppo.py", "test_mctx_patch.py", "test_learning.py", "test_search.py")
+LONGEST_FILES = ("test_afterstates.py", "test_distributed.py", "test_reliability.py", "test_docs.py",
+                 "test_acceptance.py", "test_arena.py", "test_endgame.py", "test_agents.py", "test_notebook.py",
+                 "test_web.py", "test_mctx_patch.py", "test_learning.py", "test_search.py", "test_ppo.py")
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -28,7 +28,7 @@ from mctx._src import search as mctx_search
 from beastybar_jax.games.beastybar import BEASTYBAR
 from beastybar_jax.search import SearchConfig, mctx_patch, programs, run_search
 from helpers import random_playout
-from helpers.tiny_training import FAST_COMPILE
+from helpers.tiny_training import SAME_BITS
 
 
 MODES = {"stock": mctx_patch.stock_mctx, "dynamic": lambda: mctx_patch.installed(loop="dynamic"),
@@ -39,9 +39,10 @@ LOOPS = ("dynamic", "static", "kernels")
 
 def compile_search(fn, *args, mode: str):
     """``fn`` compiled for ``args`` with stock mctx or one of our loops. ``fn`` must be a
-    fresh function: ``jax.jit`` caches traces per function."""
+    fresh function: ``jax.jit`` caches traces per function. XLA:CPU's default emitters
+    (``SAME_BITS``): the bits are compared, and the HLO checked is the one users get."""
     with MODES[mode]():
-        return jax.jit(fn).lower(*args).compile(FAST_COMPILE)
+        return jax.jit(fn).lower(*args).compile(SAME_BITS)
 
 
 def assert_bitwise_equal(expected, actual):
@@ -235,8 +236,8 @@ def test_backward_is_a_drop_in_for_mctx_backward(policy_searches):
     leaves[1] = 0
     assert leaves[0] > 0
     leaves = jnp.asarray(leaves, jnp.int32)
-    stock = jax.jit(stock_backward)(tree, leaves)
-    assert_bitwise_equal(stock, jax.jit(mctx_patch.backward)(tree, leaves))
+    stock = jax.jit(stock_backward, compiler_options=SAME_BITS)(tree, leaves)
+    assert_bitwise_equal(stock, jax.jit(mctx_patch.backward, compiler_options=SAME_BITS)(tree, leaves))
     assert not np.array_equal(stock.node_visits, tree.node_visits)
 
 
