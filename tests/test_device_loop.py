@@ -100,11 +100,13 @@ def mctx_choices(stats, index, prior, rows, rule_fn):
 
 
 @pytest.mark.parametrize("num_actions, qtransform", [
-    (6, {}), (31, dict(value_scale=0.3, maxvisit_init=20.0)), (31, dict(rescale_values=False, use_mixed_value=False))])
+    (6, {}), (31, dict(value_scale=0.3, maxvisit_init=20.0)), (31, dict(rescale_values=False, use_mixed_value=False)),
+    (6, dict(rescale_values=False)), (6, dict(epsilon=10.0))])
 def test_the_choice_kernel_chooses_as_mctxs_gumbel_rule(num_actions, qtransform):
     """Every row on a path (37 games: blocks of 32 padded) gets mctx's action and child,
-    with the qtransform's arguments of the search's rule; 6 and 31 children (Triton's
-    8 and 32 columns, the padding left out of every reduction)."""
+    with the qtransform's arguments of the search's rule (each set changes some choice
+    here); 6 and 31 children (Triton's 8 and 32 columns, the padding left out of every
+    reduction)."""
     rule_fn = functools.partial(action_selection.gumbel_muzero_interior_action_selection,
                                 qtransform=functools.partial(qtransforms.qtransform_completed_by_mix_value, **qtransform))
     rule = choice_kernel.rule_of(rule_fn)
@@ -117,6 +119,11 @@ def test_the_choice_kernel_chooses_as_mctxs_gumbel_rule(num_actions, qtransform)
     for w, g in zip(want, got):
         np.testing.assert_array_equal(np.asarray(g)[on_path], np.asarray(w)[on_path])
     assert len(set(np.asarray(want[0])[on_path])) > 3  # the rows choose differently
+    if qtransform:  # the arguments matter on these rows: mctx's default rule chooses otherwise somewhere
+        default_fn = functools.partial(action_selection.gumbel_muzero_interior_action_selection,
+                                       qtransform=qtransforms.qtransform_completed_by_mix_value)
+        default = jax.jit(lambda *a: mctx_choices(*a, default_fn))(stats, index, prior, rows)
+        assert (np.asarray(default[0]) != np.asarray(want[0]))[on_path].any()
 
 
 def root_and_interior_choices(num_actions: int, num_simulations: int, max_considered: int, batch: int,

@@ -331,7 +331,8 @@ def simulate_once(params, sim, simulate_key, expand_key, tree: PackedTree, *, re
             rows = changed  # [B, D + 1]: the root, the path below it, then the leaf
             selected, next_node = choice_kernel.choices(
                 tree.stats, tree.children_index, tree.children_prior_logits, rows,
-                choice_kernel.rule_of(interior_action_selection_fn), STAT_COLUMNS, interpret=kernels == "interpret",
+                _kernel_rule(tree, interior_action_selection_fn, kernels), STAT_COLUMNS,
+                interpret=kernels == "interpret",
                 root=root_rule, root_gumbel=tree.extra_data.root_gumbel, root_invalid_actions=tree.root_invalid_actions)
         num_rows = rows.shape[1]
         old_links = _take_rows(tree.links, rows)
