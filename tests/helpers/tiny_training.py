@@ -32,8 +32,9 @@ FAST_COMPILE_FLAG = " ".join(f"--{name}={str(value).lower()}" for name, value in
 # XLA's defaults, for the programs a test runs long (training runs, the endgame solver).
 OPTIMIZED = {"xla_backend_optimization_level": 3, "xla_llvm_disable_expensive_passes": False,
              "xla_cpu_use_fusion_emitters": True}
-# Cheap compiles with XLA:CPU's default emitters, which round an elementwise function the same
-# way in whatever fusion it lands: for programs whose bits a test compares with another's.
+# Cheap compiles with XLA:CPU's default emitters: for programs whose bits a test compares with
+# another program's (the older emitters can round a function apart from one fusion to another:
+# mctx's trees and ours differed in a last bit) or whose HLO a test reads as users get it.
 SAME_BITS = dict(FAST_COMPILE, xla_cpu_use_fusion_emitters=True)
 
 
