@@ -410,8 +410,9 @@ def test_answers_use_only_what_the_mover_knows(played, observations):
 def scorer_by_hand(observations, config, capacity, key, seed):
     """What the by-hand scorer tests share: a Beasty Bar network of ``config`` with list
     ``capacity`` (``Afterstates.capacity``), random parameters (the links between plies,
-    ``reply_to_move`` and ``answer_to_reply``, which start at zero, too: so they matter), ``observations`` by turn ``[24, games, F]``, the network's jitted
-    apply capturing the torso's output, and ``dense(x, name)`` with a layer's parameters."""
+    ``reply_to_move`` and ``answer_to_reply``, which start at zero, too: so they matter),
+    ``observations`` by turn ``[24, games, F]``, the network's jitted apply capturing the
+    torso's output, and ``dense(x, name)`` with a layer's parameters."""
     beastybar = get_game("beastybar")
     network = make_network(config, with_afterstates(capacity=capacity))
     # Random parameters of the network's shapes (its initializer is not what is tested, and

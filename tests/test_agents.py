@@ -1,8 +1,8 @@
 """Agents: legal moves under jit + vmap, information-set fairness, greedy's choice,
 and the registry's specs and errors.
 
-Compile time dominates on CPU, so every agent is evaluated in ONE jitted function
-(``actions_on``) over one batch of positions, compiled once per module.
+Compile time dominates on CPU, so every agent acts once, in a jitted function of its own
+(``actions_on``), on one batch of positions shared by the module's tests.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from helpers.tiny_training import FAST_COMPILE
 from beastybar_jax.games import beastybar as game
 from beastybar_jax.agents import Agent, AgentSpecError, batch_act, make_agent, network_agent, split_options
 from beastybar_jax.games.beastybar.solver_agent import solver_act
@@ -103,7 +104,7 @@ def actions_on(agents):
     for a position and its twin. One compiled function per agent (XLA's passes cost more
     than linearly in a program's size: one program for all agents compiles slower),
     compiled without XLA's backend optimisations (only the results matter)."""
-    fast = functools.partial(jax.jit, compiler_options={"xla_backend_optimization_level": 0})
+    fast = functools.partial(jax.jit, compiler_options=FAST_COMPILE)
 
     @fast
     def positions(key):
