@@ -2,6 +2,7 @@
 multi-controller runtime, a local coordinator, gloo collectives) ends where 1 process x 4
 devices ends, and that where 1 device ends; saves and resumes across processes; refuses
 processes that disagree on the config and a coordinator that never answers, with one line.
+A search over games split across devices keeps each game's tree on its device.
 
 Every run is a subprocess on forced CPU devices, so runs are compared like with like on
 any machine (also where JAX sees a GPU, whose floats differ from the CPU's).
@@ -158,6 +159,21 @@ def test_two_processes_compute_what_one_process_on_four_devices_computes(two_pro
     assert checkpoints[-1] == 6 and 3 in checkpoints  # saved by both, restored by both
     for first, resumed in zip(*two_processes["outputs"]):
         assert "Traceback" not in first.stderr + resumed.stderr
+
+
+def test_a_split_batch_searches_without_talking_between_devices_but_to_end_its_loops(cache_dir):
+    """The games split over 4 devices, a search's loops read and write each game's tree on
+    its own device: the only collectives inside them are the all-reduces of the loops'
+    shared conditions (every game done?). A tree read like ``x[jnp.arange(B), i]`` (not
+    ``sharding.take_each``) makes XLA all-gather its indices at every step of a walk."""
+    script = tiny_training.REPO_ROOT / "tests" / "helpers" / "sharded_search_loops.py"
+    env = dict(cli_env(4, cache_dir), PYTHONPATH=str(tiny_training.REPO_ROOT))
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, failure(done)
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["devices"] == 4 and found["loops"] > 0
+    conditions = [c for c in found["collectives"] if c["op"] == "all-reduce" and c["name"].endswith("cond/reduce_or")]
+    assert conditions and len(conditions) == len(found["collectives"]), found["collectives"]
 
 
 def test_processes_with_different_configs_are_refused(tmp_path, cache_dir):

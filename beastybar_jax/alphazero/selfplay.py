@@ -31,6 +31,7 @@ from beastybar_jax import search as search_lib
 from beastybar_jax.alphazero import replay as replay_lib
 from beastybar_jax.alphazero.replay import Records, ReplayBuffer
 from beastybar_jax.games.base import Game
+from beastybar_jax.learning.sharding import set_each
 
 
 @chex.dataclass(frozen=True)
@@ -182,10 +183,8 @@ def play_move(game: Game, evaluate: search_lib.Evaluator, search_config: search_
         score_margin=jnp.zeros((num_games,), jnp.float32),
         exact=jnp.zeros((num_games,), bool),
     )
-    rows = jnp.arange(num_games)
-    trajectory = jax.tree.map(
-        lambda stored, new: stored.at[rows, state.length].set(new, mode="drop"), state.trajectory, record
-    )
+    trajectory = jax.tree.map(lambda stored, new: set_each(stored, new, state.length, mode="drop"),
+                              state.trajectory, record)
     length = state.length + 1
 
     next_games = jax.vmap(game.step)(games, action)

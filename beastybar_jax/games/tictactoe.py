@@ -26,7 +26,7 @@ ACTION_NAMES = text.grid_action_names(3, 3)
 LINES = np.array([[0, 1, 2], [3, 4, 5], [6, 7, 8], [0, 3, 6], [1, 4, 7], [2, 5, 8], [0, 4, 8], [2, 4, 6]])
 _IN_LINE = np.zeros((len(LINES), NUM_CELLS), bool)  # [8, 9] cell c is on line l
 _IN_LINE[np.arange(len(LINES))[:, None], LINES] = True
-_CELLS, _PLAYERS = jnp.arange(NUM_CELLS), jnp.arange(NUM_PLAYERS)
+_CELLS, _PLAYERS = jax.device_put((np.arange(NUM_CELLS, dtype=np.int32), np.arange(NUM_PLAYERS, dtype=np.int32)))
 
 
 # ----------------------------------------------------------------------------- the rules

@@ -22,7 +22,9 @@ The two loops (``loop=`` of :func:`install` and :func:`search`):
   to node ``N+1``, out of range, which the ``mode="drop"`` scatters discard). The root
   rule runs once before the walk and the step into the root once after the backup. On a
   CPU a loop iteration costs microseconds and the work per level is what the batch
-  needs, so this is the cheapest loop there.
+  needs, so this is the cheapest loop there. They and :func:`expand` read and write
+  each game's tree with per-game gathers (``sharding.take_each``): with the games split
+  over devices, the only communication left in the loops is their shared condition.
 * ``"static"`` (every other device's): :mod:`beastybar_jax.search.device_loop`, a fixed
   amount of device work per simulation with no data-dependent loop or branch: cached
   interior choices, a walk of ``max_depth`` static steps (a Pallas kernel on GPUs), a
@@ -62,6 +64,7 @@ from mctx._src import policies as mctx_policies
 from mctx._src import search as mctx_search
 from mctx._src import tree as tree_lib
 
+from beastybar_jax.learning.sharding import set_each, take_each
 from beastybar_jax.search import device_loop
 
 Tree = tree_lib.Tree
@@ -89,8 +92,7 @@ def backward(tree: Tree, leaf_index: chex.Array) -> Tree:
     Same results as ``mctx._src.search.backward``; see the module docstring for how
     it differs (the ``"dynamic"`` loop).
     """
-    batch_size, num_nodes = tree.node_values.shape
-    batch_range = jnp.arange(batch_size)
+    num_nodes = tree.node_values.shape[1]
     leaf_index = jnp.asarray(leaf_index, dtype=jnp.int32)
     at_root = leaf_index == Tree.ROOT_INDEX  # nothing to back up (mctx's search never asks)
 
@@ -98,16 +100,16 @@ def backward(tree: Tree, leaf_index: chex.Array) -> Tree:
         """One step up, from ``index`` to ``parent`` ``[B]``, written at node ``target``
         (``num_nodes``: dropped). mctx's arithmetic, in mctx's order."""
         node_values, node_visits, children_values, children_visits = values
-        action = tree.action_from_parent[batch_range, index]
-        count = node_visits[batch_range, parent]
-        reward = tree.children_rewards[batch_range, parent, action]
-        leaf_value = reward + tree.children_discounts[batch_range, parent, action] * leaf_value
-        parent_value = (node_values[batch_range, parent] * count + leaf_value) / (count + 1.0)
-        children_counts = children_visits[batch_range, parent, action] + 1
-        values = (node_values.at[batch_range, target].set(parent_value, mode="drop"),
-                  node_visits.at[batch_range, target].set(count + 1, mode="drop"),
-                  children_values.at[batch_range, target, action].set(child_value, mode="drop"),
-                  children_visits.at[batch_range, target, action].set(children_counts, mode="drop"))
+        action = take_each(tree.action_from_parent, index)
+        count = take_each(node_visits, parent)
+        reward = take_each(tree.children_rewards, parent, action)
+        leaf_value = reward + take_each(tree.children_discounts, parent, action) * leaf_value
+        parent_value = (take_each(node_values, parent) * count + leaf_value) / (count + 1.0)
+        children_counts = take_each(children_visits, parent, action) + 1
+        values = (set_each(node_values, parent_value, target, mode="drop"),
+                  set_each(node_visits, count + 1, target, mode="drop"),
+                  set_each(children_values, child_value, target, action, mode="drop"),
+                  set_each(children_visits, children_counts, target, action, mode="drop"))
         return values, leaf_value, parent_value
 
     def cond_fun(state):
@@ -122,11 +124,11 @@ def backward(tree: Tree, leaf_index: chex.Array) -> Tree:
         keep = lambda new, old: jnp.where(running, new, old)
         # The parent's new value is what the next step stores as its child's value.
         return (values, keep(new_leaf_value, leaf_value), keep(parent_value, child_value), keep(parent, index),
-                keep(tree.parents[batch_range, parent], parent))
+                keep(take_each(tree.parents, parent), parent))
 
     # Up to the root's children: games leave the loop at different steps.
-    leaf_value = tree.node_values[batch_range, leaf_index]
-    parent = jnp.where(at_root, Tree.ROOT_INDEX, tree.parents[batch_range, leaf_index])
+    leaf_value = take_each(tree.node_values, leaf_index)
+    parent = jnp.where(at_root, Tree.ROOT_INDEX, take_each(tree.parents, leaf_index))
     values = (tree.node_values, tree.node_visits, tree.children_values, tree.children_visits)
     values, leaf_value, child_value, index, parent = jax.lax.while_loop(
         cond_fun, step_up, (values, leaf_value, leaf_value, leaf_index, parent))
@@ -135,6 +137,30 @@ def backward(tree: Tree, leaf_index: chex.Array) -> Tree:
     node_values, node_visits, children_values, children_visits = values
     return tree.replace(node_values=node_values, node_visits=node_visits,
                         children_values=children_values, children_visits=children_visits)
+
+
+def expand(params, rng_key: chex.PRNGKey, tree: Tree, recurrent_fn: base.RecurrentFn, parent_index: chex.Array,
+           action: chex.Array, next_node_index: chex.Array) -> Tree:
+    """``mctx._src.search.expand`` (same arguments, same tree) with per-game reads and
+    writes (:func:`~beastybar_jax.learning.sharding.take_each`) that stay on each device's
+    games when the batch is split over devices."""
+    embedding = jax.tree.map(lambda x: take_each(x, parent_index), tree.embeddings)
+    step, embedding = recurrent_fn(params, rng_key, action, embedding)
+    batch_size = tree.node_values.shape[0]
+    chex.assert_shape(step.prior_logits, [batch_size, tree.num_actions])
+    chex.assert_shape([step.reward, step.discount, step.value], [batch_size])
+    node = next_node_index
+    return tree.replace(
+        children_prior_logits=set_each(tree.children_prior_logits, step.prior_logits, node),
+        raw_values=set_each(tree.raw_values, step.value, node),
+        node_values=set_each(tree.node_values, step.value, node),
+        node_visits=set_each(tree.node_visits, take_each(tree.node_visits, node) + 1, node),
+        embeddings=jax.tree.map(lambda t, s: set_each(t, s, node), tree.embeddings, embedding),
+        children_index=set_each(tree.children_index, node, parent_index, action),
+        children_rewards=set_each(tree.children_rewards, step.reward, parent_index, action),
+        children_discounts=set_each(tree.children_discounts, step.discount, parent_index, action),
+        parents=set_each(tree.parents, parent_index, node),
+        action_from_parent=set_each(tree.action_from_parent, action, node))
 
 
 def _split_each(keys: chex.Array) -> tuple[chex.Array, chex.Array]:
@@ -156,7 +182,6 @@ def simulate(
     function. ``rng_key`` holds ``B`` keys; returns ``(parent_index [B], action [B])``.
     """
     batch_size = tree.node_values.shape[0]
-    batch_range = jnp.arange(batch_size)
     select_at_root = jax.vmap(root_action_selection_fn)
     select_inside = jax.vmap(interior_action_selection_fn)
 
@@ -164,7 +189,7 @@ def simulate(
     rng_key, selection_key = _split_each(rng_key)
     node_index = jnp.full([batch_size], Tree.ROOT_INDEX, dtype=jnp.int32)
     action = select_at_root(selection_key, tree, node_index)
-    next_node_index = tree.children_index[batch_range, node_index, action]
+    next_node_index = take_each(tree.children_index, node_index, action)
     depth = jnp.zeros([batch_size], dtype=tree.children_prior_logits.dtype) + 1
     is_continuing = jnp.logical_and(next_node_index != Tree.UNVISITED, depth < max_depth)
 
@@ -176,7 +201,7 @@ def simulate(
         new_rng_key, selection_key = _split_each(rng_key)
         # A finished walk selects from a meaningless node; the result is discarded.
         new_action = select_inside(selection_key, tree, next_node_index, depth)
-        new_next_node_index = tree.children_index[batch_range, next_node_index, new_action]
+        new_next_node_index = take_each(tree.children_index, next_node_index, new_action)
         new_depth = depth + 1
         new_is_continuing = jnp.logical_and(new_next_node_index != Tree.UNVISITED, new_depth < max_depth)
         keep = lambda new, old: jnp.where(is_continuing.reshape((-1,) + (1,) * (new.ndim - 1)), new, old)
@@ -237,7 +262,6 @@ def _dynamic_search(params, rng_key, *, root, recurrent_fn, root_action_selectio
                     num_simulations, max_depth, invalid_actions, extra_data, loop_fn) -> Tree:
     """mctx's ``search`` calling :func:`simulate` and :func:`backward`."""
     batch_size = root.value.shape[0]
-    batch_range = jnp.arange(batch_size)
     if max_depth is None:
         max_depth = num_simulations
     if invalid_actions is None:
@@ -250,9 +274,9 @@ def _dynamic_search(params, rng_key, *, root, recurrent_fn, root_action_selectio
         parent_index, action = simulate(
             simulate_keys, tree, root_action_selection_fn, interior_action_selection_fn, max_depth)
         # A node first expanded on simulation `i` has node index `i + 1`.
-        next_node_index = tree.children_index[batch_range, parent_index, action]
+        next_node_index = take_each(tree.children_index, parent_index, action)
         next_node_index = jnp.where(next_node_index == Tree.UNVISITED, sim + 1, next_node_index)
-        tree = mctx_search.expand(params, expand_key, tree, recurrent_fn, parent_index, action, next_node_index)
+        tree = expand(params, expand_key, tree, recurrent_fn, parent_index, action, next_node_index)
         tree = backward(tree, next_node_index)
         return rng_key, tree
 

@@ -38,6 +38,7 @@ Layout of one action's ``float32[AFTERSTATE_SIZE]`` row, from the mover's side
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from beastybar_jax.games.base import AfterstateLists, as_player
 from beastybar_jax.games.beastybar import actions as A
@@ -52,8 +53,9 @@ AFTERSTATE_SIZE = 109
 # (2 hops), chameleon (8: copying a parrot's 4 targets, a kangaroo's 2 hops and two more
 # species, with those four in the queue) and one more card.
 MAX_LEGAL_ACTIONS = 15
-_SPECIES = jnp.arange(C.NUM_SPECIES)
-_ACTIONS = jnp.arange(A.NUM_ACTIONS)
+# Built with NumPy and put on the device once: an eager jnp op here would compile a program at import.
+_SPECIES, _ACTIONS = jax.device_put((np.arange(C.NUM_SPECIES, dtype=np.int32),
+                                     np.arange(A.NUM_ACTIONS, dtype=np.int32)))
 
 
 def _first_n(mask, n):

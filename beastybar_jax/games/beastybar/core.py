@@ -8,6 +8,7 @@ them with ``jax.vmap``.
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from beastybar_jax.games.beastybar import actions as A
 from beastybar_jax.games.beastybar import cards as C
@@ -16,10 +17,9 @@ from beastybar_jax.games.beastybar.lanes import lane_any, lane_count, lane_sum
 from beastybar_jax.games.beastybar.state import State
 from beastybar_jax.games.base import protocol_step
 
-_CARD_SPECIES = jnp.asarray(A.ACTION_CARD_SPECIES)
-_ACTING_SPECIES = jnp.asarray(A.ACTION_ACTING_SPECIES)
-_PARAM = jnp.asarray(A.ACTION_PARAM)
-_SPECIES = jnp.arange(C.NUM_SPECIES)
+# Built with NumPy and put on the device once: an eager jnp op here would compile a program at import.
+_CARD_SPECIES, _ACTING_SPECIES, _PARAM, _SPECIES = jax.device_put(
+    (A.ACTION_CARD_SPECIES, A.ACTION_ACTING_SPECIES, A.ACTION_PARAM, np.arange(C.NUM_SPECIES, dtype=np.int32)))
 
 
 def _lookup(table, index):

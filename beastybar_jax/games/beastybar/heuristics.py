@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from beastybar_jax.games.choice import random_best
 from beastybar_jax.games.beastybar import cards as C
@@ -83,15 +84,12 @@ def hand_after_play(state: State) -> jax.Array:
     return hand[None, :] & ~played
 
 
-_POINTS = jnp.asarray(C.POINTS, jnp.float32)
-_CARD_SPECIES = jnp.asarray(ACTION_CARD_SPECIES)
-_ACTING_SPECIES = jnp.asarray(ACTION_ACTING_SPECIES)
-_PARAM = jnp.asarray(ACTION_PARAM)
-_SLOT = jnp.arange(C.QUEUE_SLOTS)
-_OUTCOME_QUEUE_WEIGHTS = jnp.asarray([0.53, 0.37, 0.25, 0.27, 0.10], jnp.float32)
-_BIG_FIVE = jnp.zeros(C.NUM_SPECIES, bool).at[
-    jnp.asarray([C.CROCODILE, C.HIPPO, C.LION, C.ZEBRA, C.GIRAFFE])].set(True)
-_RECURRING = jnp.zeros(C.NUM_SPECIES, bool).at[jnp.asarray([C.HIPPO, C.CROCODILE, C.GIRAFFE])].set(True)
+# Built with NumPy and put on the device once: an eager jnp op here would compile a program at import.
+_POINTS, _CARD_SPECIES, _ACTING_SPECIES, _PARAM, _SLOT, _OUTCOME_QUEUE_WEIGHTS, _BIG_FIVE, _RECURRING = jax.device_put((
+    C.POINTS.astype(np.float32), ACTION_CARD_SPECIES, ACTION_ACTING_SPECIES, ACTION_PARAM,
+    np.arange(C.QUEUE_SLOTS, dtype=np.int32), np.array([0.53, 0.37, 0.25, 0.27, 0.10], np.float32),
+    np.isin(np.arange(C.NUM_SPECIES), [C.CROCODILE, C.HIPPO, C.LION, C.ZEBRA, C.GIRAFFE]),
+    np.isin(np.arange(C.NUM_SPECIES), [C.HIPPO, C.CROCODILE, C.GIRAFFE])))
 
 HEURISTIC_BAR_WEIGHTS = {"heuristic": 2.0, "aggressive": 3.0, "defensive": 1.0}
 # Denominators of the exact scores: heuristic coefficients are tenths and its queue

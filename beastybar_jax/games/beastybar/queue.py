@@ -9,14 +9,16 @@ products: no sorts, scatters or Python branches, so it vmaps well on any backend
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.games.beastybar.lanes import lane_any, lane_count, lane_max, lane_sum, lanes_written_out
 
 SLOTS = C.QUEUE_SLOTS
-INDEX = jnp.arange(SLOTS, dtype=jnp.int32)
-BASE_KEYS = 4 * INDEX  # a card moved in front of place p gets key 4 * p - 2.
-NO_REMOVAL = jnp.zeros(SLOTS, dtype=bool)
+# Built with NumPy and put on the device once: an eager jnp op here would compile a program at import.
+INDEX = jax.device_put(np.arange(SLOTS, dtype=np.int32))
+BASE_KEYS = jax.device_put(4 * np.arange(SLOTS, dtype=np.int32))  # a card moved in front of place p gets key 4 * p - 2.
+NO_REMOVAL = jax.device_put(np.zeros(SLOTS, dtype=bool))
 
 
 def species_of(queue):
@@ -153,7 +155,7 @@ RECURRING_STEPS = SLOTS + 2 * 3
 # shifts and masks per game instead of a 5x5 reordering per visit, which keeps
 # the 11 unrolled visits cheap under vmap.
 _BITS = 5
-_SHIFTS = _BITS * INDEX  # [5]
+_SHIFTS = jax.device_put(_BITS * np.arange(SLOTS, dtype=np.int32))  # [5]
 
 
 def pack(queue):

@@ -211,8 +211,8 @@ def margin_bounds(state: game.State) -> tuple[jax.Array, jax.Array]:
 #   1-3: hand, bar and THAT'S IT as 24 bits (owner * 12 + species)
 #   4: first deck card + 1 of each player (4 bits each), turn (bits 8-12)
 WORDS = 5
-_CARD_BITS = jnp.left_shift(1, jnp.arange(C.NUM_CARDS, dtype=jnp.int32))
-_SLOT_SHIFTS = 5 * jnp.arange(C.QUEUE_SLOTS, dtype=jnp.int32)
+_CARD_BITS, _SLOT_SHIFTS = jax.device_put((np.left_shift(1, np.arange(C.NUM_CARDS, dtype=np.int32)),
+                                            5 * np.arange(C.QUEUE_SLOTS, dtype=np.int32)))
 
 
 def _card_bits(mask):
@@ -342,7 +342,7 @@ _PLAYER_BITS = (0xFFF, 0xFFF << 12)
 _POINT_BITS = {p: int(sum(1 << (o * C.NUM_SPECIES + sp) for o in range(2) for sp in range(C.NUM_SPECIES)
                           if C.POINTS[sp] == p)) for p in (4, 3, 2)}
 assert sorted(set(C.POINTS.tolist())) == [2, 3, 4]
-_UNGENERATED = jnp.int32(-(1 << 31))  # untried-moves flag: the node's moves are not listed yet
+_UNGENERATED = jax.device_put(np.int32(-(1 << 31)))  # untried-moves flag: the node's moves are not listed yet
 
 
 def _count(x):

@@ -1,0 +1,75 @@
+"""Print, as JSON, the collectives inside the loops of a search whose games are split over
+the CPU devices (run with ``--xla_force_host_platform_device_count``): one line per
+collective, ``{"op": ..., "name": ...}`` (its kind and JAX's op name), and the number of
+while loops. ``tests/test_distributed.py`` runs it in a subprocess with 4 devices.
+
+The search is the CPU's (the ``"dynamic"`` loop): Beasty Bar, Gumbel, 2 worlds per state,
+a linear evaluator, 8 games from their deal.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from beastybar_jax.games.beastybar import BEASTYBAR
+from beastybar_jax.search import SearchConfig, run_search
+
+COLLECTIVE = re.compile(r"= \S+ (all-reduce|all-gather|all-to-all|collective-permute|reduce-scatter)(?:-start)?\(")
+
+
+def compiled_search_text() -> str:
+    mesh = Mesh(np.asarray(jax.devices()), ("data",))
+    split = NamedSharding(mesh, P("data"))
+    rng = np.random.default_rng(0)
+    policy = rng.normal(size=(BEASTYBAR.observation_size, BEASTYBAR.num_actions)).astype(np.float32)
+    value = rng.normal(size=(BEASTYBAR.observation_size,)).astype(np.float32)
+
+    def evaluate(states):
+        observations = jax.vmap(BEASTYBAR.observe)(states, states.current_player)
+        return observations @ policy, jax.numpy.tanh(observations @ value)
+
+    config = SearchConfig(algorithm="gumbel", num_simulations=8, num_determinizations=2)
+    states = jax.vmap(BEASTYBAR.init)(jax.random.split(jax.random.key(0), 8))
+    search = jax.jit(lambda states, key: run_search(BEASTYBAR, evaluate, states, key, config).action_weights,
+                     in_shardings=(split, None), out_shardings=split)
+    return search.lower(states, jax.random.key(1)).compile().as_text()
+
+
+def loop_collectives(text: str) -> tuple[list[dict], int]:
+    """The collectives in the computations a while loop runs (its body and condition, and
+    whatever they call), and the number of while loops."""
+    computations, current = {}, None
+    for line in text.splitlines():
+        header = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$", line)
+        if header:
+            current = computations.setdefault(header.group(1), [])
+        elif current is not None:
+            current.append(line)
+    loops = re.findall(r"while\(.*?condition=%?([\w.\-]+), body=%?([\w.\-]+)", text)
+    reached: set[str] = set()
+    pending = [name for pair in loops for name in pair]
+    while pending:
+        name = pending.pop()
+        if name in reached or name not in computations:
+            continue
+        reached.add(name)
+        for line in computations[name]:
+            pending += re.findall(r"(?:to_apply|calls|body|condition|branch_computations)=\{?%?([\w.\-]+)", line)
+    found = []
+    for name in sorted(reached):
+        for line in computations[name]:
+            kind = COLLECTIVE.search(line)
+            if kind:
+                op_name = re.search(r'op_name="([^"]+)"', line)
+                found.append({"op": kind.group(1), "name": op_name.group(1) if op_name else ""})
+    return found, len(loops)
+
+
+if __name__ == "__main__":
+    collectives, num_loops = loop_collectives(compiled_search_text())
+    print(json.dumps({"devices": jax.device_count(), "loops": num_loops, "collectives": collectives}))
