@@ -165,7 +165,7 @@ def test_a_split_batch_searches_without_talking_between_devices_but_to_end_its_l
     """The games split over 4 devices, a search's loops read and write each game's tree on
     its own device: the only collectives inside them are the all-reduces of the loops'
     shared conditions (every game done?). A tree read like ``x[jnp.arange(B), i]`` (not
-    ``sharding.take_each``) makes XLA all-gather its indices at every step of a walk."""
+    ``per_game.take_each``) makes XLA all-gather its indices at every step of a walk."""
     script = tiny_training.REPO_ROOT / "tests" / "helpers" / "sharded_search_loops.py"
     env = dict(cli_env(4, cache_dir), PYTHONPATH=str(tiny_training.REPO_ROOT))
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=TIMEOUT)

@@ -5,7 +5,7 @@ axis and replicates parameters and optimizer state; XLA's SPMD partitioner then
 splits the work and averages the gradients (losses are means over the global
 batch). The global computation is the same for any number of devices. A loop that reads
 or writes one entry per game (a search's walk through its trees) does it with
-:func:`take_each` and :func:`set_each`, which stay on each device's games.
+:mod:`beastybar_jax.search.per_game`, which stays on each device's games.
 """
 
 from __future__ import annotations
@@ -50,20 +50,3 @@ def constrain_split(mesh: Mesh | None) -> Callable[[Any], Any]:
     sharding = split(mesh)
     return lambda tree: jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, sharding), tree)
 
-
-# Per-game reads and writes. ``x[jnp.arange(B), i]`` is a gather whose batch index XLA's SPMD
-# partitioner cannot tell from any other: with the batch split over devices it all-gathers the
-# indices and all-reduces the result, a collective per read in every loop step of a search. A
-# ``jax.vmap`` of the per-game read is a gather with batching dimensions, which stays on each
-# device's own games. On one device the two compile to the same gather.
-
-
-def take_each(x: jax.Array, *index: jax.Array) -> jax.Array:
-    """``x[b, index[0][b], index[1][b], ...]`` for each game ``b`` of ``x``'s leading axis."""
-    return jax.vmap(lambda row, *i: row[i])(x, *index)
-
-
-def set_each(x: jax.Array, value: jax.Array, *index: jax.Array, mode: str | None = None) -> jax.Array:
-    """``x`` with ``x[b, index[0][b], ...] = value[b]`` for each game ``b`` (``mode`` as in
-    ``x.at[...].set``: ``"drop"`` skips an index out of range)."""
-    return jax.vmap(lambda row, v, *i: row.at[i].set(v, mode=mode))(x, value, *index)

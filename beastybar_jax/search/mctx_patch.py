@@ -23,7 +23,7 @@ The two loops (``loop=`` of :func:`install` and :func:`search`):
   rule runs once before the walk and the step into the root once after the backup. On a
   CPU a loop iteration costs microseconds and the work per level is what the batch
   needs, so this is the cheapest loop there. They and :func:`expand` read and write
-  each game's tree with per-game gathers (``sharding.take_each``): with the games split
+  each game's tree with per-game gathers (``per_game.take_each``): with the games split
   over devices, the only communication left in the loops is their shared condition.
 * ``"static"`` (every other device's): :mod:`beastybar_jax.search.device_loop`, a fixed
   amount of device work per simulation with no data-dependent loop or branch: cached
@@ -64,8 +64,8 @@ from mctx._src import policies as mctx_policies
 from mctx._src import search as mctx_search
 from mctx._src import tree as tree_lib
 
-from beastybar_jax.learning.sharding import set_each, take_each
 from beastybar_jax.search import device_loop
+from beastybar_jax.search.per_game import set_each, take_each
 
 Tree = tree_lib.Tree
 
@@ -142,7 +142,7 @@ def backward(tree: Tree, leaf_index: chex.Array) -> Tree:
 def expand(params, rng_key: chex.PRNGKey, tree: Tree, recurrent_fn: base.RecurrentFn, parent_index: chex.Array,
            action: chex.Array, next_node_index: chex.Array) -> Tree:
     """``mctx._src.search.expand`` (same arguments, same tree) with per-game reads and
-    writes (:func:`~beastybar_jax.learning.sharding.take_each`) that stay on each device's
+    writes (:func:`~beastybar_jax.search.per_game.take_each`) that stay on each device's
     games when the batch is split over devices."""
     embedding = jax.tree.map(lambda x: take_each(x, parent_index), tree.embeddings)
     step, embedding = recurrent_fn(params, rng_key, action, embedding)
