@@ -362,13 +362,13 @@ def test_answers_use_only_what_the_mover_knows(played, observations):
     (the real hands and decks): for each legal move and each legal reply to it, every
     legal answer of the mover, where both decks are empty; and none elsewhere. The
     batch's lists (``compact_afterstates``) hold the same rows, reply after reply."""
-    # Turns 15, 17, 19 and 20 of 16 games: the decks run out at 15-16 (turn 15: replies, no
+    # Turns 15, 17, 19 and 20 of 8 games: the decks run out at 15-16 (turn 15: replies, no
     # answers), and from turn 20 on some replies end the game.
-    games, per_turn = played.turn.shape[0] // 24, 16
+    games, per_turn = played.turn.shape[0] // 24, 8
     index = (np.array([15, 17, 19, 20])[:, None] * games + np.arange(per_turn)).reshape(-1)
     late = jax.tree.map(lambda x: x[index], played)
     observations = observations[index]
-    rows, actions = batched(answers_of, observations, size=32)
+    rows, actions = batched(answers_of, observations, size=16)
 
     def true_answers(state):
         moves = AF.legal_actions(game.legal_action_mask(state))
@@ -498,7 +498,7 @@ def test_move_logits_with_answers_are_the_three_ply_scorer_by_hand(observations)
     with the parameters by hand from the slots of ``legal_afterstates``,
     ``legal_replies`` and ``legal_answers``. The network's lists must give the same
     logits and value whichever of them has room: the lists (turn 5, none; turn 20, a few)
-    or the slots (turn 16, about 90 answers an observation); 32 observations each."""
+    or the slots (turn 16, about 90 answers an observation); 16 observations each."""
     params, p, observations, apply, dense = scorer_by_hand(
         observations, NetworkConfig(width=16, depth=1, afterstates={"width": 8, "replies": True, "answers": True}),
         lambda n: (6 * n, (4 * n,), ((16 * n, 40 * n),)), key=6, seed=7)
@@ -511,12 +511,12 @@ def test_move_logits_with_answers_are_the_three_ply_scorer_by_hand(observations)
 
     answers_seen = []
     for turn in (5, 20, 16):
-        observation = observations[turn, :32]
+        observation = observations[turn, :16]
         out, inter = apply(observation)
         features = np.asarray(inter["intermediates"]["MLPTorso_0"]["__call__"][0])
         rows, moves = batched(afterstates_of, observation)  # [N, K, F]
         reply_rows, replies = batched(replies_of, observation)  # [N, K, R, F]
-        answer_rows, answers = batched(answers_of, observation, size=32)  # [N, K, R, Q, F]
+        answer_rows, answers = batched(answers_of, observation, size=16)  # [N, K, R, Q, F]
         answers_seen.append((answers < game.NUM_ACTIONS).sum() / len(observation))
         first = relu(dense(rows, "afterstate_in") + (features @ p["context_in"]["kernel"])[:, None])
         reply_first = relu(dense(reply_rows, "reply_in") + (first @ p["reply_context"]["kernel"])[:, :, None])
