@@ -49,4 +49,3 @@ def constrain_split(mesh: Mesh | None) -> Callable[[Any], Any]:
         return lambda tree: tree
     sharding = split(mesh)
     return lambda tree: jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, sharding), tree)
-

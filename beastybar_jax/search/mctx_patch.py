@@ -144,9 +144,10 @@ def expand(params, rng_key: chex.PRNGKey, tree: Tree, recurrent_fn: base.Recurre
     """``mctx._src.search.expand`` (same arguments, same tree) with per-game reads and
     writes (:func:`~beastybar_jax.search.per_game.take_each`) that stay on each device's
     games when the batch is split over devices."""
+    batch_size = tree.node_values.shape[0]
+    chex.assert_shape([parent_index, action, next_node_index], (batch_size,))
     embedding = jax.tree.map(lambda x: take_each(x, parent_index), tree.embeddings)
     step, embedding = recurrent_fn(params, rng_key, action, embedding)
-    batch_size = tree.node_values.shape[0]
     chex.assert_shape(step.prior_logits, [batch_size, tree.num_actions])
     chex.assert_shape([step.reward, step.discount, step.value], [batch_size])
     node = next_node_index
@@ -260,7 +261,7 @@ def search(
 
 def _dynamic_search(params, rng_key, *, root, recurrent_fn, root_action_selection_fn, interior_action_selection_fn,
                     num_simulations, max_depth, invalid_actions, extra_data, loop_fn) -> Tree:
-    """mctx's ``search`` calling :func:`simulate` and :func:`backward`."""
+    """mctx's ``search`` calling :func:`simulate`, :func:`expand` and :func:`backward`."""
     batch_size = root.value.shape[0]
     if max_depth is None:
         max_depth = num_simulations

@@ -1,7 +1,7 @@
 """Print, as JSON, the collectives inside the loops of a search whose games are split over
 the CPU devices (run with ``--xla_force_host_platform_device_count``): one line per
-collective, ``{"op": ..., "name": ...}`` (its kind and JAX's op name), and the number of
-while loops. ``tests/test_distributed.py`` runs it in a subprocess with 4 devices.
+collective, ``{"op": ..., "name": ...}`` (its kind and JAX's op name), and the op names of
+the while loops. ``tests/test_distributed.py`` runs it in a subprocess with 4 devices.
 
 The search is the CPU's (the ``"dynamic"`` loop): Beasty Bar, Gumbel, 2 worlds per state,
 a linear evaluator, 8 games from their deal.
@@ -19,7 +19,11 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from beastybar_jax.games.beastybar import BEASTYBAR
 from beastybar_jax.search import SearchConfig, run_search
 
-COLLECTIVE = re.compile(r"= \S+ (all-reduce|all-gather|all-to-all|collective-permute|reduce-scatter)(?:-start)?\(")
+# The instruction's name after its result type (a tuple where XLA combined several).
+COLLECTIVE = re.compile(r"=\s.*?\b(all-reduce|all-gather|all-to-all|ragged-all-to-all|collective-permute|"
+                        r"collective-broadcast|reduce-scatter)(?:-start)?\(")
+CALLED = re.compile(r"(?:to_apply|calls|body|condition|true_computation|false_computation|called_computations|"
+                    r"branch_computations)=(\{[^}]*\}|%?[\w.\-]+)")
 
 
 def compiled_search_text() -> str:
@@ -42,7 +46,7 @@ def compiled_search_text() -> str:
 
 def loop_collectives(text: str) -> tuple[list[dict], int]:
     """The collectives in the computations a while loop runs (its body and condition, and
-    whatever they call), and the number of while loops."""
+    whatever they call), and the op names of the while loops."""
     computations, current = {}, None
     for line in text.splitlines():
         header = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$", line)
@@ -50,7 +54,8 @@ def loop_collectives(text: str) -> tuple[list[dict], int]:
             current = computations.setdefault(header.group(1), [])
         elif current is not None:
             current.append(line)
-    loops = re.findall(r"while\(.*?condition=%?([\w.\-]+), body=%?([\w.\-]+)", text)
+    loop_lines = [line for line in text.splitlines() if re.search(r"= \S.*? while\(", line)]
+    loops = [re.search(r"condition=%?([\w.\-]+), body=%?([\w.\-]+)", line).groups() for line in loop_lines]
     reached: set[str] = set()
     pending = [name for pair in loops for name in pair]
     while pending:
@@ -59,7 +64,8 @@ def loop_collectives(text: str) -> tuple[list[dict], int]:
             continue
         reached.add(name)
         for line in computations[name]:
-            pending += re.findall(r"(?:to_apply|calls|body|condition|branch_computations)=\{?%?([\w.\-]+)", line)
+            for called in CALLED.findall(line):
+                pending += re.findall(r"[\w.\-]+", called.replace("%", ""))
     found = []
     for name in sorted(reached):
         for line in computations[name]:
@@ -67,9 +73,10 @@ def loop_collectives(text: str) -> tuple[list[dict], int]:
             if kind:
                 op_name = re.search(r'op_name="([^"]+)"', line)
                 found.append({"op": kind.group(1), "name": op_name.group(1) if op_name else ""})
-    return found, len(loops)
+    loop_names = [m.group(1) if m else "" for m in (re.search(r'op_name="([^"]+)"', line) for line in loop_lines)]
+    return found, loop_names
 
 
 if __name__ == "__main__":
-    collectives, num_loops = loop_collectives(compiled_search_text())
-    print(json.dumps({"devices": jax.device_count(), "loops": num_loops, "collectives": collectives}))
+    collectives, loops = loop_collectives(compiled_search_text())
+    print(json.dumps({"devices": jax.device_count(), "loops": loops, "collectives": collectives}))
