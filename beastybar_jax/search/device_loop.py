@@ -52,6 +52,7 @@ from mctx._src import base
 from mctx._src import tree as tree_lib
 
 from beastybar_jax.search import choice_kernel
+from beastybar_jax.search.per_game import split_each, take_each
 
 Tree = tree_lib.Tree
 
@@ -143,8 +144,7 @@ class StatePacker(NamedTuple):
 def _take_rows(array: chex.Array, index: chex.Array) -> chex.Array:
     """``array[b, index[b, ...]]`` for ``array [B, M, ...]`` and ``index [B, ...]``
     (indices clamped into range: padded entries read a real row, results unused)."""
-    index = jnp.clip(index, 0, array.shape[1] - 1)
-    return jax.vmap(lambda a, i: a[i])(array, index)
+    return take_each(array, jnp.clip(index, 0, array.shape[1] - 1))
 
 
 def _node_view(own_stats, children_index, children_stats, prior_logits, root_invalid_actions, extra_data) -> Tree:
@@ -266,12 +266,6 @@ def backup_rows(path_stats: chex.Array, parent_depth: chex.Array, leaf_stats: ch
                       path_stats[..., DISCOUNT]], axis=-1)
 
 
-def _split_each(keys: chex.Array) -> tuple[chex.Array, chex.Array]:
-    """``jax.random.split`` of each of ``B`` keys: ``(new keys [B], subkeys [B])``."""
-    pairs = jax.vmap(jax.random.split)(keys)
-    return pairs[:, 0], pairs[:, 1]
-
-
 def simulate_once(params, sim, simulate_key, expand_key, tree: PackedTree, *, recurrent_fn,
                   root_action_selection_fn, interior_action_selection_fn, max_depth: int,
                   packer: StatePacker, kernels: str = "auto") -> PackedTree:
@@ -347,7 +341,7 @@ def root_choice(tree: PackedTree, key: chex.PRNGKey, root_action_selection_fn):
     """The root rule's action in each of the ``B`` trees and the child it leads to, as
     mctx's function on each root's node view (``key``: the simulation's, split as mctx does)."""
     batch_size = tree.stats.shape[0]
-    _, root_keys = _split_each(jax.random.split(key, batch_size))
+    _, root_keys = split_each(jax.random.split(key, batch_size))
     root_rows = jnp.zeros((batch_size, 1), jnp.int32)
     own, children_index, children_stats, prior = (x[:, 0] for x in _views(tree, root_rows))
     root_action = jax.vmap(lambda key, *row: root_action_selection_fn(key, _node_view(*row), 0))(

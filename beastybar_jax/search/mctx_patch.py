@@ -65,7 +65,7 @@ from mctx._src import search as mctx_search
 from mctx._src import tree as tree_lib
 
 from beastybar_jax.search import device_loop
-from beastybar_jax.search.per_game import set_each, take_each
+from beastybar_jax.search.per_game import set_each, split_each, take_each
 
 Tree = tree_lib.Tree
 
@@ -164,12 +164,6 @@ def expand(params, rng_key: chex.PRNGKey, tree: Tree, recurrent_fn: base.Recurre
         action_from_parent=set_each(tree.action_from_parent, action, node))
 
 
-def _split_each(keys: chex.Array) -> tuple[chex.Array, chex.Array]:
-    """``jax.random.split`` of each of ``B`` keys: ``(new keys [B], subkeys [B])``."""
-    pairs = jax.vmap(jax.random.split)(keys)
-    return pairs[:, 0], pairs[:, 1]
-
-
 def simulate(
     rng_key: chex.Array,
     tree: Tree,
@@ -187,7 +181,7 @@ def simulate(
     select_inside = jax.vmap(interior_action_selection_fn)
 
     # Depth 0: every walk starts at the root, where only the root rule applies.
-    rng_key, selection_key = _split_each(rng_key)
+    rng_key, selection_key = split_each(rng_key)
     node_index = jnp.full([batch_size], Tree.ROOT_INDEX, dtype=jnp.int32)
     action = select_at_root(selection_key, tree, node_index)
     next_node_index = take_each(tree.children_index, node_index, action)
@@ -199,7 +193,7 @@ def simulate(
 
     def step_down(state):
         rng_key, node_index, action, next_node_index, depth, is_continuing = state
-        new_rng_key, selection_key = _split_each(rng_key)
+        new_rng_key, selection_key = split_each(rng_key)
         # A finished walk selects from a meaningless node; the result is discarded.
         new_action = select_inside(selection_key, tree, next_node_index, depth)
         new_next_node_index = take_each(tree.children_index, next_node_index, new_action)

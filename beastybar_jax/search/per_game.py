@@ -22,3 +22,9 @@ def set_each(x: jax.Array, value: jax.Array, *index: jax.Array, mode: str | None
     """``x`` with ``x[b, index[0][b], ...] = value[b]`` for each game ``b`` (``mode`` as in
     ``x.at[...].set``: ``"drop"`` skips an index out of range)."""
     return jax.vmap(lambda row, v, *i: row.at[i].set(v, mode=mode))(x, value, *index)
+
+
+def split_each(keys: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``jax.random.split`` of each game's key ``[B]``: ``(new keys [B], subkeys [B])``."""
+    pairs = jax.vmap(jax.random.split)(keys)
+    return pairs[:, 0], pairs[:, 1]
