@@ -24,6 +24,8 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from beastybar_jax.per_game import on_each_device
+
 BLOCK = 64  # rows per kernel program
 EPSILON = 1e-6  # flax.linen.LayerNorm's
 
@@ -79,13 +81,9 @@ def mlp_torso(params, observation: jax.Array, *, width: int, depth: int, dtype, 
     """``network.MLPTorso``'s output ``[B, width]`` (in ``dtype``) for ``observation
     [B, O]``, given the torso's flax parameters (``{"Dense_0", "ResidualBlock_k",
     "LayerNorm_0"}``). ``interpret``: Pallas's interpreter (any backend), else Triton (a GPU)."""
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import triton as plgpu
-
     if not supports(width, dtype):
         raise ValueError(f"the torso kernel takes a power-of-two width >= 16 and float32 or bfloat16, got width "
                          f"{width} and {jnp.dtype(dtype)}")
-    num, observation_size = observation.shape
     # The weights as flax casts them (so network.precast casts them once, before a loop);
     # the LayerNorms' in float32.
     cast = lambda dense: (dense["kernel"].astype(dtype).reshape(-1), dense["bias"].astype(dtype))  # noqa: E731
@@ -95,11 +93,21 @@ def mlp_torso(params, observation: jax.Array, *, width: int, depth: int, dtype, 
         residual = params[f"ResidualBlock_{block}"]
         leaves += [*norm(residual["LayerNorm_0"]), *cast(residual["Dense_0"]), *cast(residual["Dense_1"])]
     leaves += [*norm(params["LayerNorm_0"])]
+    rows = functools.partial(_torso_rows, width=width, depth=depth, dtype=dtype, interpret=interpret)
+    # With the rows split over devices, each device's own (the weights whole on each).
+    return on_each_device(rows, observation.astype(jnp.float32), shared=leaves)
+
+
+def _torso_rows(observation, *leaves, width: int, depth: int, dtype, interpret: bool):
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
+
+    num, observation_size = observation.shape
     kernel = functools.partial(_kernel, num=num, observation_size=observation_size,
                                observation_width=max(16, pl.next_power_of_2(observation_size)), width=width,
                                depth=depth, dtype=dtype)
     out = pl.pallas_call(
         kernel, out_shape=jax.ShapeDtypeStruct((num * width,), dtype), grid=(pl.cdiv(num, BLOCK),),
         interpret=interpret, compiler_params=plgpu.CompilerParams(num_warps=8, num_stages=1), name="mlp_torso",
-    )(observation.astype(jnp.float32).reshape(-1), *leaves)
+    )(observation.reshape(-1), *leaves)
     return out.reshape(num, width)

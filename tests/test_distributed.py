@@ -163,19 +163,30 @@ def test_two_processes_compute_what_one_process_on_four_devices_computes(two_pro
 
 def test_a_split_batch_searches_without_talking_between_devices_but_to_end_its_loops(cache_dir):
     """The games split over 4 devices, a search's loops read and write each game's tree on
-    its own device: the only collectives inside them are the all-reduces of the loops'
-    shared conditions (every game done?). A tree read like ``x[jnp.arange(B), i]`` (not
-    ``per_game.take_each``) makes XLA all-gather its indices at every step of a walk."""
+    its own device, and compute what one device computes. In the CPU's loop the only
+    collectives inside them are the all-reduces of the loops' shared conditions (every game
+    done?); the GPU's program (static loops, Pallas kernels, here interpreted) has none. A
+    tree read like ``x[jnp.arange(B), i]`` (not ``per_game.take_each``) makes XLA
+    all-gather its indices at every step of a walk; a Pallas kernel not wrapped in
+    ``per_game.on_each_device`` gathers every device's games onto each."""
     script = tiny_training.REPO_ROOT / "tests" / "helpers" / "sharded_search_loops.py"
     env = dict(cli_env(4, cache_dir), PYTHONPATH=str(tiny_training.REPO_ROOT))
-    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    done = subprocess.run([sys.executable, str(script), "dynamic", "static-interpret"], env=env, capture_output=True,
+                          text=True, timeout=TIMEOUT)
     assert done.returncode == 0, failure(done)
     found = json.loads(done.stdout.splitlines()[-1])
+    assert found["devices"] == 4
+    dynamic, static = found["dynamic"], found["static-interpret"]
     # The simulations' loop holds the walks down and back up (XLA:CPU's scatters are loops too).
-    walks = [name for name in found["loops"] if "/while/body/" in name and name.endswith("/while")]
-    assert found["devices"] == 4 and len(walks) >= 2, found["loops"]
-    conditions = [c for c in found["collectives"] if c["op"] == "all-reduce" and c["name"].endswith("cond/reduce_or")]
-    assert conditions and len(conditions) == len(found["collectives"]), found["collectives"]
+    walks = [name for name in dynamic["loops"] if "/while/body/" in name and name.endswith("/while")]
+    assert len(walks) >= 2, dynamic["loops"]
+    conditions = [c for c in dynamic["collectives"] if c["op"] == "all-reduce" and c["name"].endswith("cond/reduce_or")]
+    assert conditions and len(conditions) == len(dynamic["collectives"]), dynamic["collectives"]
+    # The kernels' own loops (the walk's, the choices') are among those read.
+    assert {"search_walk", "search_choices"} <= {part for name in static["loops"] for part in name.split("/")}
+    assert static["collectives"] == [], static["collectives"]
+    for loop in (dynamic, static):  # the same weights, up to the evaluator's sums over other shapes
+        assert loop["difference"] <= 1e-5, loop["difference"]
 
 
 def test_processes_with_different_configs_are_refused(tmp_path, cache_dir):

@@ -6,7 +6,7 @@ module ``__getattr__``, so every edge is one the tools (and this test) can see. 
 package's ``__init__`` is a module of its own.
 
 The rooms stand on floors (:data:`FLOORS`, bottom up) and a module imports only from its
-own floor and those below: the leaves (``validation``, ``seeds``, ``strict_yaml``,
+own floor and those below: the leaves (``validation``, ``seeds``, ``strict_yaml``, ``per_game``,
 ``cli``); the game interface and what every game may use (``games.base``, ``games.choice``,
 ``games.text``, ``games.minimax``); the games and their registry; the network and its
 afterstate scorer; ``config`` (plain data); ``search``; ``checkpoint``; ``agents``,
@@ -100,7 +100,7 @@ def _matches(module: str, rooms: tuple[str, ...]) -> bool:
 
 
 FLOORS = (  # bottom up, each a tuple of rooms (module prefixes under beastybar_jax)
-    ("validation", "seeds", "strict_yaml", "cli"),
+    ("validation", "seeds", "strict_yaml", "cli", "per_game"),
     ("games.base", "games.choice", "games.text", "games.minimax"),
     ("games.beastybar", "games.tictactoe", "games.registry", "games"),
     ("afterstate_scorer", "torso_kernel", "network"),

@@ -31,7 +31,7 @@ from beastybar_jax import search as search_lib
 from beastybar_jax.alphazero import replay as replay_lib
 from beastybar_jax.alphazero.replay import Records, ReplayBuffer
 from beastybar_jax.games.base import Game
-from beastybar_jax.search.per_game import set_each
+from beastybar_jax.per_game import set_each
 
 
 @chex.dataclass(frozen=True)

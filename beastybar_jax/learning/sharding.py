@@ -5,7 +5,7 @@ axis and replicates parameters and optimizer state; XLA's SPMD partitioner then
 splits the work and averages the gradients (losses are means over the global
 batch). The global computation is the same for any number of devices. A loop that reads
 or writes one entry per game (a search's walk through its trees) does it with
-:mod:`beastybar_jax.search.per_game`, which stays on each device's games.
+:mod:`beastybar_jax.per_game`, which stays on each device's games.
 """
 
 from __future__ import annotations

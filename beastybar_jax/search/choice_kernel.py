@@ -43,6 +43,8 @@ import numpy as np
 from mctx._src import action_selection, qtransforms, seq_halving
 from mctx._src.tree import Tree
 
+from beastybar_jax.per_game import on_each_device
+
 BLOCK = 32  # games per kernel program
 
 
@@ -237,26 +239,35 @@ def choices(stats: chex.Array, children_index: chex.Array, prior_logits: chex.Ar
     [B, A]`` and ``root_invalid_actions [B, A]``, mctx's ``extra_data.root_gumbel`` and
     ``tree.root_invalid_actions``). ``interpret``: run the kernel with Pallas's
     interpreter (any backend), else compiled by Triton (a GPU)."""
+    if stats.dtype != jnp.float32 or prior_logits.dtype != jnp.float32:
+        raise ValueError(f"the choice kernel takes float32 statistics and priors, got {stats.dtype} and "
+                         f"{prior_logits.dtype}")
+    games, shared = (stats, children_index, prior_logits, rows.astype(jnp.int32)), ()
+    if root is not None:
+        chex.assert_shape([root_gumbel, root_invalid_actions], (children_index.shape[0], children_index.shape[-1]))
+        games += (root_gumbel.astype(jnp.float32), root_invalid_actions.astype(jnp.float32))
+        table = seq_halving.get_table_of_considered_visits(root.max_num_considered_actions, root.num_simulations)
+        shared = (jnp.asarray(np.asarray(table, np.int32).reshape(-1)),)
+    kernel = functools.partial(_choices_of_games, rule=rule, columns=columns, interpret=interpret, root=root)
+    return on_each_device(kernel, *games, shared=shared)  # with the games split over devices, each device's own
+
+
+def _choices_of_games(stats, children_index, prior_logits, rows, root_gumbel=None, root_invalid_actions=None,
+                      table=None, *,
+                      rule: GumbelRule, columns: StatColumns, interpret: bool, root: Optional[GumbelRootRule]):
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 
     batch_size, num_nodes, num_actions = children_index.shape
     num_rows = rows.shape[1]
-    if stats.dtype != jnp.float32 or prior_logits.dtype != jnp.float32:
-        raise ValueError(f"the choice kernel takes float32 statistics and priors, got {stats.dtype} and "
-                         f"{prior_logits.dtype}")
     # Only the rows are padded to whole blocks: a padded game's rows are past its walk's
     # end, so the kernel reads nothing of the tree for it (padding the tree would copy it).
     padded = pl.cdiv(batch_size, BLOCK) * BLOCK
-    rows = jnp.pad(rows.astype(jnp.int32), ((0, padded - batch_size), (0, 0)), constant_values=num_nodes)
+    rows = jnp.pad(rows, ((0, padded - batch_size), (0, 0)), constant_values=num_nodes)
     flat = lambda x: x.reshape(-1)  # noqa: E731
     inputs = [flat(stats), flat(children_index), flat(prior_logits), flat(rows)]
     if root is not None:
-        chex.assert_shape([root_gumbel, root_invalid_actions], (batch_size, num_actions))
-        table = np.asarray(seq_halving.get_table_of_considered_visits(root.max_num_considered_actions,
-                                                                      root.num_simulations), np.int32)
-        inputs += [flat(root_gumbel.astype(jnp.float32)), flat(root_invalid_actions.astype(jnp.float32)),
-                   jnp.asarray(table.reshape(-1))]
+        inputs += [flat(root_gumbel), flat(root_invalid_actions), table]
     kernel = functools.partial(_kernel, num_nodes=num_nodes, num_actions=num_actions,
                                width=pl.next_power_of_2(num_actions), num_rows=num_rows, columns_of=columns,
                                num_stats=stats.shape[-1], rule=rule, root=root)

@@ -52,7 +52,7 @@ from mctx._src import base
 from mctx._src import tree as tree_lib
 
 from beastybar_jax.search import choice_kernel
-from beastybar_jax.search.per_game import split_each, take_each
+from beastybar_jax.per_game import on_each_device, set_each, split_each, take_each
 
 Tree = tree_lib.Tree
 
@@ -218,7 +218,6 @@ def walk(links: chex.Array, first: Optional[chex.Array], root_action: Optional[c
     out of range, past the parent), and the unvisited (or depth-capped) edge to expand.
     """
     batch_size, num_nodes = links.shape[:2]
-    batch_range = jnp.arange(batch_size)
     if first is None:
         first, root_action = links[:, Tree.ROOT_INDEX, NEXT], links[:, Tree.ROOT_INDEX, SELECTED]
     no_node = jnp.full((batch_size,), num_nodes, jnp.int32)
@@ -231,9 +230,9 @@ def walk(links: chex.Array, first: Optional[chex.Array], root_action: Optional[c
         node = jnp.where(continuing, next_node, node)
         depth = jnp.where(continuing, step, depth)
         path.append(jnp.where(continuing, next_node, no_node))
-        next_node = links[batch_range, node, NEXT]  # one entry per game: no copy of the column
+        next_node = take_each(links, node)[:, NEXT]  # one entry per game: no copy of the column
         continuing = continuing & (next_node != Tree.UNVISITED) & (step + 1 < max_depth)
-    action = jnp.where(node == Tree.ROOT_INDEX, root_action, links[batch_range, node, SELECTED])
+    action = jnp.where(node == Tree.ROOT_INDEX, root_action, take_each(links, node)[:, SELECTED])
     return jnp.stack(path, axis=1), node, action, depth
 
 
@@ -276,7 +275,6 @@ def simulate_once(params, sim, simulate_key, expand_key, tree: PackedTree, *, re
     cached choice: :func:`search` writes the first one (:func:`with_root_choice`)."""
     kernels = _resolve(kernels)
     batch_size = tree.stats.shape[0]
-    batch_range = jnp.arange(batch_size)
     interior_key = jax.random.fold_in(simulate_key, 1)
     root_rule = _cached_root_rule(tree, root_action_selection_fn, interior_action_selection_fn, kernels)
 
@@ -291,13 +289,13 @@ def simulate_once(params, sim, simulate_key, expand_key, tree: PackedTree, *, re
 
     # Expand: a new node, or the existing child when the walk stopped at max_depth.
     with jax.named_scope("expand"):
-        existing = tree.children_index[batch_range, parent, action]
+        existing = take_each(tree.children_index, parent, action)
         leaf = jnp.where(existing == Tree.UNVISITED, sim + 1, existing).astype(jnp.int32)
-        parent_state = packer.unpack(tree.embeddings[batch_range, parent])
+        parent_state = packer.unpack(take_each(tree.embeddings, parent))
         step, child_state = recurrent_fn(params, expand_key, action, parent_state)
         chex.assert_shape(step.prior_logits, (batch_size, tree.children_index.shape[-1]))
         dtype = tree.stats.dtype
-        leaf_stats = jnp.stack([tree.stats[batch_range, leaf, VISITS] + 1, step.value.astype(dtype),
+        leaf_stats = jnp.stack([take_each(tree.stats, leaf)[:, VISITS] + 1, step.value.astype(dtype),
                                 step.value.astype(dtype), step.reward.astype(dtype), step.discount.astype(dtype)],
                                axis=-1)
 
@@ -307,11 +305,11 @@ def simulate_once(params, sim, simulate_key, expand_key, tree: PackedTree, *, re
         new_rows = jnp.concatenate([backup_rows(path_stats, parent_depth, leaf_stats), leaf_stats[:, None]], axis=1)
         changed = jnp.concatenate([path, leaf[:, None]], axis=1)  # [B, D + 1], out-of-range entries dropped
         tree = tree.replace(
-            stats=tree.stats.at[batch_range[:, None], changed].set(new_rows, mode="drop"),
-            children_index=tree.children_index.at[batch_range, parent, action].set(leaf),
-            children_prior_logits=tree.children_prior_logits.at[batch_range, leaf].set(
-                step.prior_logits.astype(tree.children_prior_logits.dtype)),
-            embeddings=tree.embeddings.at[batch_range, leaf].set(packer.pack(child_state)),
+            stats=set_each(tree.stats, new_rows, changed, mode="drop"),
+            children_index=set_each(tree.children_index, leaf, parent, action),
+            children_prior_logits=set_each(tree.children_prior_logits,
+                                           step.prior_logits.astype(tree.children_prior_logits.dtype), leaf),
+            embeddings=set_each(tree.embeddings, packer.pack(child_state), leaf),
         )
 
     # Recompute the cached interior choice of every changed row below the root (and the
@@ -334,7 +332,7 @@ def simulate_once(params, sim, simulate_key, expand_key, tree: PackedTree, *, re
         row_parent = jnp.where(is_leaf, parent[:, None], old_links[..., PARENT])
         row_action = jnp.where(is_leaf, action[:, None], old_links[..., ACTION])
         new_links = jnp.stack([row_parent, row_action, selected, next_node], axis=-1)
-        return tree.replace(links=tree.links.at[batch_range[:, None], rows].set(new_links, mode="drop"))
+        return tree.replace(links=set_each(tree.links, new_links, rows, mode="drop"))
 
 
 def root_choice(tree: PackedTree, key: chex.PRNGKey, root_action_selection_fn):
@@ -346,7 +344,7 @@ def root_choice(tree: PackedTree, key: chex.PRNGKey, root_action_selection_fn):
     own, children_index, children_stats, prior = (x[:, 0] for x in _views(tree, root_rows))
     root_action = jax.vmap(lambda key, *row: root_action_selection_fn(key, _node_view(*row), 0))(
         root_keys, own, children_index, children_stats, prior, tree.root_invalid_actions, tree.extra_data)
-    return root_action, children_index[jnp.arange(batch_size), root_action]
+    return root_action, take_each(children_index, root_action)
 
 
 def _kernel_rule(tree: PackedTree, interior_action_selection_fn, kernels: str):
@@ -553,7 +551,13 @@ def _walk_kernel(*refs, num_nodes: int, max_depth: int, block: int, cached_root:
 def walk_pallas(links: chex.Array, first: Optional[chex.Array], root_action: Optional[chex.Array], max_depth: int,
                 interpret: bool = False):
     """:func:`walk` as one Pallas kernel: each game's walk is a loop on the device that
-    stops when every walk of its block has found its edge."""
+    stops when every walk of its block has found its edge (with the games split over
+    devices, each device walks its own: :func:`per_game.on_each_device`)."""
+    kernel = functools.partial(_walk_games, max_depth=max_depth, interpret=interpret)
+    return on_each_device(kernel, links, *(() if first is None else (first, root_action)))
+
+
+def _walk_games(links, first=None, root_action=None, *, max_depth: int, interpret: bool):
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 

@@ -65,7 +65,7 @@ from mctx._src import search as mctx_search
 from mctx._src import tree as tree_lib
 
 from beastybar_jax.search import device_loop
-from beastybar_jax.search.per_game import set_each, split_each, take_each
+from beastybar_jax.per_game import set_each, split_each, take_each
 
 Tree = tree_lib.Tree
 
@@ -142,7 +142,7 @@ def backward(tree: Tree, leaf_index: chex.Array) -> Tree:
 def expand(params, rng_key: chex.PRNGKey, tree: Tree, recurrent_fn: base.RecurrentFn, parent_index: chex.Array,
            action: chex.Array, next_node_index: chex.Array) -> Tree:
     """``mctx._src.search.expand`` (same arguments, same tree) with per-game reads and
-    writes (:func:`~beastybar_jax.search.per_game.take_each`) that stay on each device's
+    writes (:func:`~beastybar_jax.per_game.take_each`) that stay on each device's
     games when the batch is split over devices."""
     batch_size = tree.node_values.shape[0]
     chex.assert_shape([parent_index, action, next_node_index], (batch_size,))

@@ -1,23 +1,27 @@
-"""Print, as JSON, the collectives inside the loops of a search whose games are split over
-the CPU devices (run with ``--xla_force_host_platform_device_count``): one line per
-collective, ``{"op": ..., "name": ...}`` (its kind and JAX's op name), and the op names of
-the while loops. ``tests/test_distributed.py`` runs it in a subprocess with 4 devices.
+"""Print, as JSON, for each search loop named on the command line (``mctx_patch.LOOPS``),
+the collectives inside the loops of a search whose games are split over the CPU devices
+(run with ``--xla_force_host_platform_device_count``): one entry per collective, ``{"op":
+..., "name": ...}`` (its kind and JAX's op name); the op names of the while loops; and
+and the largest difference between the split search's action weights and one device's.
+``tests/test_distributed.py`` runs it in a subprocess with 4 devices.
 
-The search is the CPU's (the ``"dynamic"`` loop): Beasty Bar, Gumbel, 2 worlds per state,
-a linear evaluator, 8 games from their deal.
+The search: Beasty Bar, Gumbel, 2 worlds per state, a linear evaluator, 8 games from their
+deal. ``"dynamic"`` is the CPU's loop, ``"static-interpret"`` the GPU's program (the walk
+and the cached choices as Pallas kernels) with the kernels run by Pallas's interpreter.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from beastybar_jax.games.beastybar import BEASTYBAR
-from beastybar_jax.search import SearchConfig, run_search
+from beastybar_jax.search import SearchConfig, mctx_patch, run_search
 
 # The instruction's name after its result type (a tuple where XLA combined several).
 COLLECTIVE = re.compile(r"=\s.*?\b(all-reduce|all-gather|all-to-all|ragged-all-to-all|collective-permute|"
@@ -26,7 +30,9 @@ CALLED = re.compile(r"(?:to_apply|calls|body|condition|true_computation|false_co
                     r"branch_computations)=(\{[^}]*\}|%?[\w.\-]+)")
 
 
-def compiled_search_text() -> str:
+def split_search(loop: str) -> tuple[str, float]:
+    """``(the compiled program's text, the largest difference between its action weights and
+    those of the same search on one device)``."""
     mesh = Mesh(np.asarray(jax.devices()), ("data",))
     split = NamedSharding(mesh, P("data"))
     rng = np.random.default_rng(0)
@@ -39,9 +45,14 @@ def compiled_search_text() -> str:
 
     config = SearchConfig(algorithm="gumbel", num_simulations=8, num_determinizations=2)
     states = jax.vmap(BEASTYBAR.init)(jax.random.split(jax.random.key(0), 8))
-    search = jax.jit(lambda states, key: run_search(BEASTYBAR, evaluate, states, key, config).action_weights,
-                     in_shardings=(split, None), out_shardings=split)
-    return search.lower(states, jax.random.key(1)).compile().as_text()
+    key = jax.random.key(1)
+    with mctx_patch.installed(loop):
+        weights = lambda states, key: run_search(BEASTYBAR, evaluate, states, key, config).action_weights  # noqa: E731
+        search = jax.jit(weights, in_shardings=(split, None), out_shardings=split)
+        text = search.lower(states, key).compile().as_text()
+        alone = jax.jit(weights)(jax.device_put(states, jax.devices()[0]), key)
+        difference = float(np.max(np.abs(np.asarray(search(states, key)) - np.asarray(alone))))
+    return text, difference
 
 
 def loop_collectives(text: str) -> tuple[list[dict], int]:
@@ -78,5 +89,9 @@ def loop_collectives(text: str) -> tuple[list[dict], int]:
 
 
 if __name__ == "__main__":
-    collectives, loops = loop_collectives(compiled_search_text())
-    print(json.dumps({"devices": jax.device_count(), "loops": loops, "collectives": collectives}))
+    report = {"devices": jax.device_count()}
+    for loop in sys.argv[1:]:
+        text, difference = split_search(loop)
+        collectives, loops = loop_collectives(text)
+        report[loop] = {"loops": loops, "collectives": collectives, "difference": difference}
+    print(json.dumps(report))

@@ -1,0 +1,79 @@
+"""Per-game reads and writes of batch-leading arrays ``[B, ...]``, for loops over a batch
+of games (a search's walks through its trees, self-play's records).
+
+``x[jnp.arange(B), i]`` is a gather whose batch index XLA's SPMD partitioner cannot tell
+from any other: with the games split over devices (``learning.sharding``) it all-gathers
+the indices and all-reduces the result, a collective per read in every step of a loop. A
+``jax.vmap`` of the per-game read is a gather with batching dimensions, which stays on each
+device's own games. On one device the two compile to the same gather. :func:`on_each_device`
+keeps a kernel that XLA cannot see into (a Pallas kernel) on each device's own games too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import jax
+
+
+def take_each(x: jax.Array, *index: jax.Array) -> jax.Array:
+    """``x[b, index[0][b], index[1][b], ...]`` for each game ``b`` of ``x``'s leading axis."""
+    return jax.vmap(lambda row, *i: row[i])(x, *index)
+
+
+def set_each(x: jax.Array, value: jax.Array, *index: jax.Array, mode: str | None = None) -> jax.Array:
+    """``x`` with ``x[b, index[0][b], ...] = value[b]`` for each game ``b`` (``mode`` as in
+    ``x.at[...].set``: ``"drop"`` skips an index out of range)."""
+    return jax.vmap(lambda row, v, *i: row.at[i].set(v, mode=mode))(x, value, *index)
+
+
+def split_each(keys: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``jax.random.split`` of each game's key ``[B]``: ``(new keys [B], subkeys [B])``."""
+    pairs = jax.vmap(jax.random.split)(keys)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def on_each_device(fn: Callable[..., Any], *games: jax.Array, shared: Sequence[jax.Array] = ()) -> Any:
+    """``fn(*games, *shared)`` for a kernel whose every game's results depend on that game's
+    rows only (a Pallas kernel over a batch): ``games`` and the results (an array or a
+    tuple of arrays) lead with the batch axis ``[B, ...]``, ``shared`` are read whole (weights).
+
+    XLA's SPMD partitioner cannot look inside a custom call such as a Pallas kernel: with the
+    games split over devices it would gather every device's games onto each and run the
+    whole batch everywhere. Here the kernel tells it (``custom_partitioning``, a Shardy
+    rule) that each device runs ``fn`` on its own games. On one device JAX inlines ``fn``
+    unchanged. (A program with such a kernel over several devices is not found in JAX's
+    persistent compilation cache by another process: the rule's callback is named per process.)
+    """
+    from jax.experimental.custom_partitioning import custom_partitioning
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    num_games = len(games)
+    arrays_only = lambda *arrays: fn(*arrays)  # noqa: E731  (custom_partitioning reads fn's signature)
+    kernel = custom_partitioning(arrays_only)
+
+    def batch_axis(arg_shapes):
+        spec = arg_shapes[0].sharding.spec
+        return spec[0] if len(spec) else None
+
+    def result_shardings(mesh, axis, result_shape):
+        return jax.tree.map(lambda _: NamedSharding(mesh, PartitionSpec(axis)), result_shape)
+
+    def infer(mesh, arg_shapes, result_shape):
+        return result_shardings(mesh, batch_axis(arg_shapes), result_shape)
+
+    def partition(mesh, arg_shapes, result_shape):
+        axis = batch_axis(arg_shapes)
+        args = tuple(NamedSharding(mesh, PartitionSpec(axis) if i < num_games else PartitionSpec())
+                     for i in range(len(arg_shapes)))
+        return mesh, arrays_only, result_shardings(mesh, axis, result_shape), args
+
+    def rule(mesh, value_types, result_types):
+        def operand(prefix, ndim, batched):
+            return " ".join((["b"] if batched else []) + [f"{prefix}{d}" for d in range(int(batched), ndim)])
+        ins = [operand(f"i{k}_", len(t.shape), k < num_games) for k, t in enumerate(value_types)]
+        outs = [operand(f"o{k}_", len(t.shape), True) for k, t in enumerate(result_types)]
+        return ", ".join(ins) + " -> " + ", ".join(outs)
+
+    kernel.def_partition(partition, infer_sharding_from_operands=infer, sharding_rule=rule)
+    return kernel(*games, *shared)
