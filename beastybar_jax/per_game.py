@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import jax
+import jax.numpy as jnp
 
 
 def take_each(x: jax.Array, *index: jax.Array) -> jax.Array:
@@ -42,13 +43,43 @@ def on_each_device(fn: Callable[..., Any], *games: jax.Array, shared: Sequence[j
     games split over devices it would gather every device's games onto each and run the
     whole batch everywhere. Here the kernel tells it (``custom_partitioning``, a Shardy
     rule) that each device runs ``fn`` on its own games. On one device JAX inlines ``fn``
-    unchanged. (A program with such a kernel over several devices is not found in JAX's
-    persistent compilation cache by another process: the rule's callback is named per process.)
+    unchanged. Under ``jax.vmap`` the mapped axis joins the games (one call on ``[V * B,
+    ...]``), or, where ``shared`` is mapped, ``fn`` is vmapped as it is. (A program with such
+    a kernel over several devices is not found in JAX's persistent compilation cache by
+    another process: the rule's callback is named per process.)
     """
+    from jax.custom_batching import custom_vmap
+
+    num_games = len(games)
+    partitioned = _partitioned(fn, num_games)
+
+    @custom_vmap
+    def call(*arrays):
+        return partitioned(*arrays)
+
+    @call.def_vmap
+    def call_mapped(axis_size, in_batched, *arrays):
+        if any(in_batched[num_games:]):  # weights that differ along the mapped axis
+            axes = [0 if batched else None for batched in in_batched]
+            out = jax.vmap(lambda *a: fn(*a), in_axes=axes)(*arrays)
+            return out, jax.tree.map(lambda _: True, out)
+        # The mapped axis joins the games: [V, B, ...] -> [V * B, ...] and back.
+        merged = [jnp.broadcast_to(x, (axis_size,) + x.shape) if not batched else x
+                  for x, batched in zip(arrays[:num_games], in_batched)]
+        merged = [x.reshape((-1,) + x.shape[2:]) for x in merged]
+        out = on_each_device(fn, *merged, shared=arrays[num_games:])
+        out = jax.tree.map(lambda x: x.reshape((axis_size, -1) + x.shape[1:]), out)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return call(*games, *shared)
+
+
+def _partitioned(fn: Callable[..., Any], num_games: int) -> Callable[..., Any]:
+    """``fn`` as a ``custom_partitioning`` function whose first ``num_games`` arguments and
+    every result are split along their leading axis, the rest replicated."""
     from jax.experimental.custom_partitioning import custom_partitioning
     from jax.sharding import NamedSharding, PartitionSpec
 
-    num_games = len(games)
     arrays_only = lambda *arrays: fn(*arrays)  # noqa: E731  (custom_partitioning reads fn's signature)
     kernel = custom_partitioning(arrays_only)
 
@@ -76,4 +107,4 @@ def on_each_device(fn: Callable[..., Any], *games: jax.Array, shared: Sequence[j
         return ", ".join(ins) + " -> " + ", ".join(outs)
 
     kernel.def_partition(partition, infer_sharding_from_operands=infer, sharding_rule=rule)
-    return kernel(*games, *shared)
+    return kernel

@@ -62,6 +62,24 @@ def test_the_pallas_walk_walks_as_the_xla_walk(batch, max_depth):
     assert depths.max() == min(max_depth - 1, depths.max()) and (max_depth == 1 or depths.max() > 1)
 
 
+def test_a_kernel_under_vmap_is_one_call_over_every_game():
+    """``per_game.on_each_device`` (how the kernels run on each device's own games) joins a
+    ``jax.vmap``'s axis to the games, also where only some inputs are mapped: a search or a
+    network agent vmapped over positions runs the same kernels."""
+    links, first, root_action = random_links(6, 21, 5, seed=1)
+    stacked = jax.tree.map(lambda x: x.reshape((2, 3) + x.shape[1:]), (links, first, root_action))
+    walk = lambda *args: device_loop.walk_pallas(*args, max_depth=8, interpret=True)  # noqa: E731
+    want = device_loop.walk(links, first, root_action, 8)
+    got = jax.jit(jax.vmap(walk))(*stacked)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.asarray(w), np.asarray(g).reshape(w.shape))
+    # The links shared along the mapped axis, the walks' starts mapped.
+    got = jax.jit(jax.vmap(walk, in_axes=(None, 0, 0)))(links, jnp.stack([first, first]),
+                                                       jnp.stack([root_action, root_action]))
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.asarray(g), np.stack([np.asarray(w)] * 2))
+
+
 def random_packed_rows(batch: int, num_nodes: int, num_actions: int, seed: int, max_visits: int = 20):
     """``(stats [B, N, 5], children_index [B, N, A], prior_logits [B, N, A], rows [B, 6])``
     of random trees: random visits (below ``max_visits``), values, rewards and discounts; each row with a random
