@@ -11,10 +11,12 @@ keeps a kernel that XLA cannot see into (a Pallas kernel) on each device's own g
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def take_each(x: jax.Array, *index: jax.Array) -> jax.Array:
@@ -44,9 +46,13 @@ def on_each_device(fn: Callable[..., Any], *games: jax.Array, shared: Sequence[j
     whole batch everywhere. Here the kernel tells it (``custom_partitioning``, a Shardy
     rule) that each device runs ``fn`` on its own games. On one device JAX inlines ``fn``
     unchanged. Under ``jax.vmap`` the mapped axis joins the games (one call on ``[V * B,
-    ...]``), or, where ``shared`` is mapped, ``fn`` is vmapped as it is. (A program with such
-    a kernel over several devices is not found in JAX's persistent compilation cache by
-    another process: the rule's callback is named per process.)
+    ...]``: split games stay split where the mapped axis is the split one), or, where
+    ``shared`` is mapped, ``fn`` is vmapped as it is. Not differentiable (inference kernels).
+
+    Over several devices the program names the kernel by a callback of this process, which
+    is all JAX's persistent compilation cache would see of it: so the kernel's own program
+    (a hash of its jaxpr) goes in as one more replicated operand, and a cached program is
+    only ever one with this very kernel.
     """
     from jax.custom_batching import custom_vmap
 
@@ -55,7 +61,7 @@ def on_each_device(fn: Callable[..., Any], *games: jax.Array, shared: Sequence[j
 
     @custom_vmap
     def call(*arrays):
-        return partitioned(*arrays)
+        return partitioned(*arrays, _kernel_hash(fn, arrays))
 
     @call.def_vmap
     def call_mapped(axis_size, in_batched, *arrays):
@@ -74,13 +80,21 @@ def on_each_device(fn: Callable[..., Any], *games: jax.Array, shared: Sequence[j
     return call(*games, *shared)
 
 
+def _kernel_hash(fn: Callable[..., Any], arrays: Sequence[jax.Array]) -> jax.Array:
+    """``uint32[4]``: a hash of ``fn``'s jaxpr on ``arrays``' shapes (a constant)."""
+    shapes = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in arrays]
+    digest = hashlib.sha256(str(jax.make_jaxpr(fn)(*shapes)).encode()).digest()[:16]
+    return jnp.asarray(np.frombuffer(digest, np.uint32))
+
+
 def _partitioned(fn: Callable[..., Any], num_games: int) -> Callable[..., Any]:
-    """``fn`` as a ``custom_partitioning`` function whose first ``num_games`` arguments and
-    every result are split along their leading axis, the rest replicated."""
+    """``fn`` as a ``custom_partitioning`` function of ``(*arrays, kernel hash)`` whose first
+    ``num_games`` arguments and every result are split along their leading axis, the rest
+    replicated."""
     from jax.experimental.custom_partitioning import custom_partitioning
     from jax.sharding import NamedSharding, PartitionSpec
 
-    arrays_only = lambda *arrays: fn(*arrays)  # noqa: E731  (custom_partitioning reads fn's signature)
+    arrays_only = lambda *arrays: fn(*arrays[:-1])  # noqa: E731  (custom_partitioning reads fn's signature)
     kernel = custom_partitioning(arrays_only)
 
     def batch_axis(arg_shapes):

@@ -187,6 +187,9 @@ def test_a_split_batch_searches_without_talking_between_devices_but_to_end_its_l
     assert static["collectives"] == [], static["collectives"]
     for loop in (dynamic, static):  # the same weights, up to the evaluator's sums over other shapes
         assert loop["difference"] <= 1e-5, loop["difference"]
+    # A split kernel is a callback's number in its program: the program must also say which
+    # kernel, or JAX's compilation cache could hand one kernel's executable to another.
+    assert found["kernel_programs"] == [True, True]
 
 
 def test_processes_with_different_configs_are_refused(tmp_path, cache_dir):

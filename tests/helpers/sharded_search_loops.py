@@ -2,8 +2,8 @@
 the collectives inside the loops of a search whose games are split over the CPU devices
 (run with ``--xla_force_host_platform_device_count``): one entry per collective, ``{"op":
 ..., "name": ...}`` (its kind and JAX's op name); the op names of the while loops; and
-and the largest difference between the split search's action weights and one device's.
-``tests/test_distributed.py`` runs it in a subprocess with 4 devices.
+the largest difference between the split search's action weights and one device's. Also
+:func:`kernel_programs`. ``tests/test_distributed.py`` runs it in a subprocess with 4 devices.
 
 The search: Beasty Bar, Gumbel, 2 worlds per state, a linear evaluator, 8 games from their
 deal. ``"dynamic"`` is the CPU's loop, ``"static-interpret"`` the GPU's program (the walk
@@ -21,6 +21,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from beastybar_jax.games.beastybar import BEASTYBAR
+from beastybar_jax.per_game import on_each_device
 from beastybar_jax.search import SearchConfig, mctx_patch, run_search
 
 # The instruction's name after its result type (a tuple where XLA combined several).
@@ -88,8 +89,24 @@ def loop_collectives(text: str) -> tuple[list[dict], int]:
     return found, loop_names
 
 
+def kernel_programs() -> tuple[bool, bool]:
+    """Whether two split programs that differ only inside a per-device kernel
+    (``per_game.on_each_device``) differ as JAX's compilation cache sees them (the text
+    of the lowered program, where the kernel itself is a callback's number), and whether
+    one kernel lowered twice gives one program."""
+    split = NamedSharding(Mesh(np.asarray(jax.devices()), ("data",)), P("data"))
+    games = jax.device_put(np.ones((8, 3), np.float32), split)
+
+    def program(scale: float) -> str:
+        scaled = jax.jit(lambda x: on_each_device(lambda rows: rows * scale, x), in_shardings=split,
+                         out_shardings=split)
+        return re.sub(r'backend_config = "\d+"', "", scaled.lower(games).as_text())
+
+    return program(2.0) != program(3.0), program(2.0) == program(2.0)
+
+
 if __name__ == "__main__":
-    report = {"devices": jax.device_count()}
+    report = {"devices": jax.device_count(), "kernel_programs": kernel_programs()}
     for loop in sys.argv[1:]:
         text, difference = split_search(loop)
         collectives, loops = loop_collectives(text)
