@@ -13,6 +13,7 @@ backend, less disturbed by other jobs than wall time).
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 
 import jax
@@ -152,8 +153,10 @@ def add_relative_cost(rows: list[dict]) -> None:
 
 def _body_label(row: dict) -> str:
     """The simulation body's ops, and each loop inside it as ``+ops x trips`` (``?``: a
-    count that depends on the data, each iteration a host round trip on a GPU)."""
-    nested = "".join(f" +{ops}x{trips or '?'}" for ops, trips in row["body_nested_loops"])
+    count that depends on the data, each iteration a host round trip on a GPU); ``(n
+    loops)`` after a kind of loop the body holds ``n`` of (XLA:CPU's scatters are loops)."""
+    kinds = collections.Counter(f"+{ops}x{trips or '?'}" for ops, trips in row["body_nested_loops"])
+    nested = "".join(f" {kind}" + (f" ({n} loops)" if n > 1 else "") for kind, n in kinds.items())
     return f"{row['body_ops']}{nested}"
 
 
