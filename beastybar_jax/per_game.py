@@ -97,9 +97,9 @@ def _partitioned(fn: Callable[..., Any], num_games: int) -> Callable[..., Any]:
     arrays_only = lambda *arrays: fn(*arrays[:-1])  # noqa: E731  (custom_partitioning reads fn's signature)
     kernel = custom_partitioning(arrays_only)
 
-    def batch_axis(arg_shapes):
-        spec = arg_shapes[0].sharding.spec
-        return spec[0] if len(spec) else None
+    def batch_axis(arg_shapes):  # the mesh axes the first split game input is split along
+        leading = (shape.sharding.spec[0] if len(shape.sharding.spec) else None for shape in arg_shapes[:num_games])
+        return next((axis for axis in leading if axis is not None), None)
 
     def result_shardings(mesh, axis, result_shape):
         return jax.tree.map(lambda _: NamedSharding(mesh, PartitionSpec(axis)), result_shape)
