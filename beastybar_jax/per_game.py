@@ -67,7 +67,7 @@ def on_each_device(fn: Callable[..., Any], *games: jax.Array, shared: Sequence[j
     def call_mapped(axis_size, in_batched, *arrays):
         if any(in_batched[num_games:]):  # weights that differ along the mapped axis
             axes = [0 if batched else None for batched in in_batched]
-            out = jax.vmap(lambda *a: fn(*a), in_axes=axes)(*arrays)
+            out = jax.vmap(fn, in_axes=axes)(*arrays)
             return out, jax.tree.map(lambda _: True, out)
         # The mapped axis joins the games: [V, B, ...] -> [V * B, ...] and back.
         merged = [jnp.broadcast_to(x, (axis_size,) + x.shape) if not batched else x

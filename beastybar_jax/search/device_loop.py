@@ -51,8 +51,8 @@ import numpy as np
 from mctx._src import base
 from mctx._src import tree as tree_lib
 
-from beastybar_jax.search import choice_kernel
 from beastybar_jax.per_game import on_each_device, set_each, split_each, take_each
+from beastybar_jax.search import choice_kernel
 
 Tree = tree_lib.Tree
 
@@ -230,7 +230,7 @@ def walk(links: chex.Array, first: Optional[chex.Array], root_action: Optional[c
         node = jnp.where(continuing, next_node, node)
         depth = jnp.where(continuing, step, depth)
         path.append(jnp.where(continuing, next_node, no_node))
-        next_node = take_each(links, node)[:, NEXT]  # one entry per game: no copy of the column
+        next_node = take_each(links, node)[:, NEXT]  # one links row per game: no copy of the column
         continuing = continuing & (next_node != Tree.UNVISITED) & (step + 1 < max_depth)
     action = jnp.where(node == Tree.ROOT_INDEX, root_action, take_each(links, node)[:, SELECTED])
     return jnp.stack(path, axis=1), node, action, depth

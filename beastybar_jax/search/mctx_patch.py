@@ -64,8 +64,8 @@ from mctx._src import policies as mctx_policies
 from mctx._src import search as mctx_search
 from mctx._src import tree as tree_lib
 
-from beastybar_jax.search import device_loop
 from beastybar_jax.per_game import set_each, split_each, take_each
+from beastybar_jax.search import device_loop
 
 Tree = tree_lib.Tree
 
