@@ -31,7 +31,6 @@ from beastybar_jax.alphazero import replay as replay_lib
 from beastybar_jax.config.alphazero import AlphaZeroConfig
 from beastybar_jax.alphazero.loss import loss_fn
 from beastybar_jax.alphazero.replay import ReplayBuffer
-from beastybar_jax.games.tracing import hot_loop
 from beastybar_jax.network import init_params
 from beastybar_jax.learning import sharding
 from beastybar_jax.learning.algorithm import Algorithm, unmeasured_game_metrics
@@ -114,9 +113,8 @@ def make_learner(network, optimizer: optax.GradientTransformation, az: AlphaZero
     def sgd_step(carry, key):
         params, opt_state, replay = carry
         batch = constrain(replay_lib.sample(replay, key, az.batch_size))
-        with hot_loop():  # the network's game functions (afterstates) run at every update
-            (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, network, batch, az,
-                                                                            aux_score_head)
+        (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, network, batch, az,
+                                                                        aux_score_head)
         metrics["grad_norm"] = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state, replay), metrics

@@ -25,7 +25,6 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from beastybar_jax.games.tracing import hot_loop
 from beastybar_jax.network import init_params
 from beastybar_jax.ppo import rollout
 from beastybar_jax.config.ppo import POOL, SELF, PPOConfig
@@ -151,9 +150,8 @@ def make_learner(network, optimizer: optax.GradientTransformation, config: PPOCo
 
     def sgd_step(carry, minibatch: Batch):
         params, opt_state = carry
-        with hot_loop():  # the network's game functions (afterstates) run at every update
-            (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, network, minibatch, config,
-                                                                            aux_score_head)
+        (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, network, minibatch, config,
+                                                                        aux_score_head)
         metrics["grad_norm"] = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), metrics

@@ -39,7 +39,6 @@ import numpy as np
 
 from beastybar_jax.agents.base import batch_act
 from beastybar_jax.games.base import Game
-from beastybar_jax.games.tracing import hot_loop
 from beastybar_jax.config.ppo import POOL, SELF, PPOConfig
 from beastybar_jax.network import precast
 
@@ -235,7 +234,6 @@ def play(game: Game, network, params, pool, opponents: tuple[OpponentSlots, ...]
             parts.append(o.act(jax.tree.map(part, states), part(observation), part(legal_mask), pool, k))
         return jnp.concatenate(parts)
 
-    @hot_loop()  # the scan's body: the game's functions and the policy, once a move
     def one_move(games: Games, inputs):
         key, fresh = inputs
         policy_key, opponent_key, _ = jax.random.split(key, 3)  # the third dealt ``fresh`` before the scan

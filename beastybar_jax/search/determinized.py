@@ -38,7 +38,6 @@ import jax.numpy as jnp
 import mctx
 
 from beastybar_jax.games.base import Game
-from beastybar_jax.games.tracing import hot_loop
 from beastybar_jax.network import precast
 from beastybar_jax.search import mctx_patch
 from beastybar_jax.config.search import DEPTH_MARGIN, SearchConfig
@@ -172,12 +171,10 @@ def _evaluate_node(game: Game, evaluate: Evaluator, states):
 
 
 def make_recurrent_fn(game: Game, evaluate: Evaluator, flagged: bool = False):
-    """The mctx ``recurrent_fn``: steps the engine from the embedded states, traced as a
-    hot loop's body (:func:`~beastybar_jax.games.tracing.hot_loop`: it runs at every
-    simulation). ``flagged``: the embeddings are ``(state, fitted)``, ``fitted`` whether a
-    one-tier evaluator's rows fitted at that node's evaluation."""
+    """The mctx ``recurrent_fn``: steps the engine from the embedded states. ``flagged``:
+    the embeddings are ``(state, fitted)``, ``fitted`` whether a one-tier evaluator's rows
+    fitted at that node's evaluation."""
 
-    @hot_loop()
     def recurrent_fn(params, rng_key, action, parent):
         del params, rng_key  # the evaluator closes over its parameters
         if flagged:

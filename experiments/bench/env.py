@@ -27,7 +27,6 @@ import jax.numpy as jnp
 from bench import common
 from beastybar_jax.games.beastybar import BEASTYBAR
 from beastybar_jax.games import Game
-from beastybar_jax.games.tracing import hot_loop
 from beastybar_jax.seeds import seed_key
 
 VARIANTS = ("step", "step+mask+obs")
@@ -80,7 +79,6 @@ def make_env_loop(game: Game, batch_size: int, num_steps: int, with_observation:
     if num_steps % chunk:
         raise ValueError(f"num_steps ({num_steps}) must be a multiple of {chunk}")
 
-    @hot_loop()  # the engine as the hot loops run it (games/tracing.py)
     def one_step(carry, key):
         states, fresh, checksum = carry
         mask = legal_action_mask(states)  # [B, A]

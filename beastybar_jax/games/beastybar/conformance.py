@@ -30,7 +30,6 @@ import numpy as np
 
 from beastybar_jax.games.beastybar import engine as game
 from beastybar_jax.games.beastybar import cards as C
-from beastybar_jax.games.tracing import hot_loop
 
 MAX_TURNS = C.NUM_CARDS
 FIELDS = ("player", "legal", "queue", "bar", "thats_it", "hands", "deck_sizes", "terminal")
@@ -152,7 +151,6 @@ def replay(hands, decks, starting_player, actions):
     """
 
     def one_game(hands, decks, starting_player, actions):
-        @hot_loop()  # on a GPU, the form the hot loops run (games/tracing.py)
         def turn(state, action):
             record = dict(
                 player=state.current_player.astype(jnp.int32),

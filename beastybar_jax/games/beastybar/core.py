@@ -13,7 +13,6 @@ import numpy as np
 from beastybar_jax.games.beastybar import actions as A
 from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.games.beastybar import queue as Q
-from beastybar_jax.games.beastybar.lanes import lane_any, lane_count, lane_sum
 from beastybar_jax.games.beastybar.state import State
 from beastybar_jax.games.base import protocol_step
 
@@ -24,9 +23,8 @@ _CARD_SPECIES, _ACTING_SPECIES, _PARAM, _SPECIES = jax.device_put(
 
 def _lookup(table, index):
     """``table[index]`` for a small constant table, as a one-hot sum: under vmap on
-    CPU a per-game dynamic gather costs far more than a few dozen selects, and lane by
-    lane it fuses with the rest of the step (:mod:`lanes`)."""
-    return lane_sum(jnp.where(jnp.arange(table.shape[0]) == index, table, 0))
+    CPU a per-game dynamic gather costs far more than a few dozen selects."""
+    return jnp.sum(jnp.where(jnp.arange(table.shape[0]) == index, table, 0))
 
 
 def _row(rows, player):
@@ -93,8 +91,8 @@ def legal_action_mask(state: State) -> jax.Array:
     """``bool[31]`` actions the player to move may take; all False once terminated."""
     hand = _row(state.hand, state.current_player)  # [12]
     queue_species = Q.species_of(state.queue)
-    queue_length = lane_count(state.queue >= 0)
-    in_queue = lane_any(queue_species[:, None] == _SPECIES[None, :], axis=0)  # [12]
+    queue_length = jnp.sum(state.queue >= 0)
+    in_queue = jnp.any(queue_species[:, None] == _SPECIES[None, :], axis=0)  # [12]
 
     holds = hand[_CARD_SPECIES]
     parrot_ok = _PARAM < queue_length  # the target must exist
@@ -118,7 +116,7 @@ def play(state: State, action) -> State:
     acting_species = _lookup(_ACTING_SPECIES, action)
     card = player * C.NUM_SPECIES + card_species
     queue = state.queue.astype(jnp.int32)
-    queue = jnp.where(Q.INDEX == lane_count(queue >= 0), card, queue)
+    queue = jnp.where(Q.INDEX == jnp.sum(queue >= 0), card, queue)
 
     keys, remove = Q.on_play(queue, acting_species, _lookup(_PARAM, action))
     queue, gone = Q.apply(queue, keys, remove)
@@ -127,9 +125,9 @@ def play(state: State, action) -> State:
     gone = gone | eaten
 
     # Five animals: the front two enter the bar, the last one is thrown out.
-    full = lane_count(queue >= 0) == C.QUEUE_SLOTS
+    full = jnp.sum(queue >= 0) == C.QUEUE_SLOTS
     is_card = queue[:, None] == jnp.arange(C.NUM_CARDS)[None, :]  # [5, 24]
-    to_bar = full & lane_any(is_card & (Q.INDEX < 2)[:, None], axis=0)
+    to_bar = full & jnp.any(is_card & (Q.INDEX < 2)[:, None], axis=0)
     gone = gone | (full & is_card[C.QUEUE_SLOTS - 1])
     middle_two = jnp.where(Q.INDEX < 2, jnp.roll(queue, -2), -1)
     queue = jnp.where(full, middle_two, queue)
@@ -145,10 +143,10 @@ def play(state: State, action) -> State:
 
     bar = state.bar | _card_mask(to_bar)
     thats_it = state.thats_it | _card_mask(gone)
-    in_reserve = lane_count(hand) + lane_count(deck >= 0)
-    remaining = lane_count(queue >= 0) + in_reserve
+    in_reserve = jnp.sum(hand) + jnp.sum(deck >= 0)
+    remaining = jnp.sum(queue >= 0) + in_reserve
     terminated = (remaining < 5) | (in_reserve == 0)
-    scores = lane_sum(jnp.where(bar, jnp.asarray(C.POINTS), 0), axis=-1)
+    scores = jnp.sum(jnp.where(bar, jnp.asarray(C.POINTS), 0), axis=-1)
     outcome = jnp.sign(scores[0] - scores[1]).astype(jnp.float32)
     rewards = jnp.where(terminated, jnp.stack([outcome, -outcome]), 0.0)
     return State(

@@ -4,7 +4,6 @@ import jax
 import jax.numpy as jnp
 
 from beastybar_jax.games.beastybar import cards as C
-from beastybar_jax.games.beastybar.lanes import lane_any, lane_count, lane_sum
 from beastybar_jax.games.beastybar.state import State
 from beastybar_jax.games.base import as_player
 
@@ -42,7 +41,7 @@ def observe(state: State, player) -> jax.Array:
     mine = lambda x: jnp.where(is_first, x[0], x[1])
     theirs = lambda x: jnp.where(is_first, x[1], x[0])
     species = jnp.arange(C.NUM_SPECIES)
-    in_deck = lane_any(state.deck[:, :, None] == species[None, None, :], axis=1)  # [2, 12]
+    in_deck = jnp.any(state.deck[:, :, None] == species[None, None, :], axis=1)  # [2, 12]
     queue_cards = state.queue[:QUEUE_TOKENS].astype(jnp.int32)
     occupied = queue_cards >= 0
     queue_species = jnp.where(occupied, queue_cards % C.NUM_SPECIES, -1)
@@ -52,15 +51,15 @@ def observe(state: State, player) -> jax.Array:
         (occupied & (owned_by_first == is_first))[:, None],
         (occupied & (owned_by_first != is_first))[:, None],
     ], axis=1)
-    hand_sizes = lane_sum(state.hand, axis=1)
-    deck_sizes = lane_sum(state.deck >= 0, axis=-1)
-    scores = lane_sum(jnp.where(state.bar, jnp.asarray(C.POINTS), 0), axis=-1)
+    hand_sizes = jnp.sum(state.hand, axis=1)
+    deck_sizes = jnp.sum(state.deck >= 0, axis=-1)
+    scores = jnp.sum(jnp.where(state.bar, jnp.asarray(C.POINTS), 0), axis=-1)
     counts = jnp.stack([
         mine(hand_sizes) / C.HAND_SIZE,
         mine(deck_sizes) / C.DECK_SIZE,
         theirs(hand_sizes) / C.HAND_SIZE,
         theirs(deck_sizes) / C.DECK_SIZE,
-        lane_count(occupied) / QUEUE_TOKENS,
+        jnp.sum(occupied) / QUEUE_TOKENS,
         state.turn / C.NUM_CARDS,
         mine(scores) / 20.0,
         theirs(scores) / 20.0,

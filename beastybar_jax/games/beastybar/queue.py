@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from beastybar_jax.games.beastybar import cards as C
-from beastybar_jax.games.beastybar.lanes import lane_any, lane_count, lane_max, lane_sum, lanes_written_out
+from beastybar_jax.games.tracing import traced_for_gpu
 
 SLOTS = C.QUEUE_SLOTS
 # Built with NumPy and put on the device once: an eager jnp op here would compile a program at import.
@@ -35,13 +35,13 @@ def apply(queue, keys, remove):
     keep = present & ~remove
     # Unique keys: ties broken by slot index, empty and removed slots last.
     unique = jnp.where(keep, keys * 8 + INDEX, 10_000 + INDEX)
-    rank = lane_sum(unique[None, :] < unique[:, None], axis=1)  # [5]
+    rank = jnp.sum(unique[None, :] < unique[:, None], axis=1)  # [5]
     moved = rank[:, None] == INDEX[None, :]  # [from, to]
-    new_queue = lane_sum(jnp.where(moved, queue[:, None] + 1, 0), axis=0) - 1
-    kept_count = lane_count(keep)
+    new_queue = jnp.sum(jnp.where(moved, queue[:, None] + 1, 0), axis=0) - 1
+    kept_count = jnp.sum(keep)
     new_queue = jnp.where(INDEX < kept_count, new_queue, -1)
     removed = present & remove
-    removed_cards = lane_any(removed[:, None] & (queue[:, None] == jnp.arange(C.NUM_CARDS)[None, :]), axis=0)
+    removed_cards = jnp.any(removed[:, None] & (queue[:, None] == jnp.arange(C.NUM_CARDS)[None, :]), axis=0)
     return new_queue, removed_cards
 
 
@@ -50,7 +50,7 @@ def weaker_run(strength, species, position, actor_strength):
     than ``actor_strength`` and not zebras (hippo and crocodile reach)."""
     ahead = INDEX < position
     blocks = ahead & ((strength >= actor_strength) | (species == C.ZEBRA) | (species < 0))
-    last_block = lane_max(jnp.where(blocks, INDEX, -1))
+    last_block = jnp.max(jnp.where(blocks, INDEX, -1))
     return (INDEX > last_block) & ahead, last_block
 
 
@@ -66,7 +66,7 @@ def crocodile(queue, strength, species, position, actor_strength):
 
 
 def giraffe(queue, strength, species, position, actor_strength):
-    ahead_strength = lane_sum(jnp.where(INDEX == position - 1, strength, 0))
+    ahead_strength = jnp.sum(jnp.where(INDEX == position - 1, strength, 0))
     jumps = (position > 0) & (ahead_strength < actor_strength)
     keys = jnp.where(jumps & (INDEX == position), 4 * (position - 1) - 2, BASE_KEYS)
     return keys, NO_REMOVAL
@@ -84,14 +84,14 @@ def on_play(queue, acting_species, param):
       ``(keys [5], remove bool[5])`` for ``apply``.
     """
     present = queue >= 0
-    position = lane_count(present) - 1
+    position = jnp.sum(present) - 1
     is_played = INDEX == position
     species = jnp.where(is_played, acting_species, species_of(queue))
     strength = jnp.where(present, species + 1, 0)
     others = present & ~is_played
 
     # Lion: a second lion leaves; otherwise monkeys leave and the lion goes first.
-    lion_present = lane_any(others & (species == C.LION))
+    lion_present = jnp.any(others & (species == C.LION))
     lion_keys = jnp.where(is_played, -2, BASE_KEYS)
     lion_keys = jnp.where(lion_present, BASE_KEYS, lion_keys)
     lion_remove = jnp.where(lion_present, is_played, others & (species == C.MONKEY))
@@ -99,7 +99,7 @@ def on_play(queue, acting_species, param):
     # Monkey: with two or more monkeys, hippos and crocodiles leave and the
     # monkeys go first: the played one, then the others back to front.
     monkeys = present & (species == C.MONKEY)
-    troop = lane_count(monkeys) >= 2
+    troop = jnp.sum(monkeys) >= 2
     monkey_keys = jnp.where(monkeys, -100 - INDEX, BASE_KEYS)
     monkey_keys = jnp.where(is_played, -200, monkey_keys)
     monkey_keys = jnp.where(troop, monkey_keys, BASE_KEYS)
@@ -107,8 +107,8 @@ def on_play(queue, acting_species, param):
 
     # Skunk: the two highest distinct strengths among non-skunks leave.
     targets = present & (species != C.SKUNK)
-    first = lane_max(jnp.where(targets, strength, 0))
-    second = lane_max(jnp.where(targets & (strength < first), strength, 0))
+    first = jnp.max(jnp.where(targets, strength, 0))
+    second = jnp.max(jnp.where(targets & (strength < first), strength, 0))
     skunk_remove = targets & ((strength == first) | (strength == second))
 
     acting_strength = acting_species + 1
@@ -139,8 +139,8 @@ def on_play(queue, acting_species, param):
     # Select the acting species' row with a one-hot sum: a dynamic gather per game
     # is much slower than 12 selects under vmap on CPU.
     is_acting = (jnp.arange(C.NUM_SPECIES) == acting_species)[:, None]
-    keys = lane_sum(jnp.where(is_acting, keys_by_species, 0), axis=0)
-    remove = lane_any(is_acting & remove_by_species, axis=0)
+    keys = jnp.sum(jnp.where(is_acting, keys_by_species, 0), axis=0)
+    remove = jnp.any(is_acting & remove_by_species, axis=0)
     return keys, remove
 
 
@@ -150,22 +150,37 @@ def on_play(queue, acting_species, param):
 # hippos passes at most 4 cards in a phase: at most 5 + 2 * 3 visits.
 RECURRING_STEPS = SLOTS + 2 * 3
 
-# The recurring phase runs on a packed queue: slot i holds ``card + 1`` in bits
-# 5i..5i+4 of one int32 (0 = empty). Moving or eating cards is then a handful of
-# shifts and masks per game instead of a 5x5 reordering per visit, which keeps
-# the 11 unrolled visits cheap under vmap.
+# The recurring phase runs on two packed words, moved alike: slot i holds, in bits
+# 5i..5i+4, ``card + 1`` (0 = empty) in the first and the card's run code in the
+# second. Moving or eating cards is then a handful of shifts and masks per game
+# instead of a 5x5 reordering per visit, and finding the run a hippo or crocodile
+# passes is a few operations on the second word for all five slots at once (SWAR),
+# not a scan of the slots: on a GPU the 11 visits, unrolled, are one kernel, and a
+# smaller one compiles faster (XLA's fusion pass costs more than linearly in a
+# kernel's size: a scan of the slots made it 3.7 s an engine step, now 1.3).
 _BITS = 5
 _SHIFTS = jax.device_put(_BITS * np.arange(SLOTS, dtype=np.int32))  # [5]
+_LOW = sum(1 << (_BITS * i) for i in range(SLOTS))  # bit 0 of every slot
+_HIGH = _LOW << (_BITS - 1)  # bit 4 of every slot
 
 
 def pack(queue):
     """``int32[]`` of a ``[5]`` queue (``-1`` empty)."""
-    return lane_sum((queue.astype(jnp.int32) + 1) << _SHIFTS)
+    return jnp.sum((queue.astype(jnp.int32) + 1) << _SHIFTS)
 
 
 def unpack(packed):
     """``int32[5]`` queue (``-1`` empty) of a packed queue."""
     return ((packed >> _SHIFTS) & 31) - 1
+
+
+def _run_codes(queue):
+    """``int32[]``: the run code of each card of a ``[5]`` queue, packed as :func:`pack`:
+    12 - species, 0 for a zebra or an empty slot. A card stops the run of an actor of
+    strength s (1..12; 0: none), being as strong, a zebra or a gap, exactly when its code
+    is below 14 - s."""
+    species = jnp.where(queue >= 0, queue.astype(jnp.int32) % C.NUM_SPECIES, C.ZEBRA)
+    return jnp.sum(jnp.where(species == C.ZEBRA, 0, C.NUM_SPECIES - species) << _SHIFTS)
 
 
 def _below(packed, n):
@@ -176,28 +191,19 @@ def _below(packed, n):
 def _card_set(packed):
     """``int32[]`` bit ``card`` set for each card in a packed queue."""
     slots = (packed >> _SHIFTS) & 31
-    return lane_sum(jnp.where(slots > 0, 1 << jnp.maximum(slots - 1, 0), 0))
+    return jnp.sum(jnp.where(slots > 0, 1 << jnp.maximum(slots - 1, 0), 0))
 
 
-def _blockers(packed, cursor, actor_strength):
-    """``(last_block, ahead_species)`` for the actor at ``cursor``: the last slot ahead of
-    it that stops its run (a card as strong, a zebra, or a gap), -1 if none, and the
-    species of the card right ahead of it (0 if none)."""
-    if lanes_written_out():
-        # Slot by slot from the packed word, no [5] array: every op is elementwise in the
-        # batch, so the 11 visits fuse into one kernel on a GPU (see lanes.py).
-        last_block, ahead_species = jnp.int32(-1), jnp.int32(0)
-        for i in range(SLOTS):
-            card = ((packed >> (_BITS * i)) & 31) - 1
-            species = jnp.where(card >= C.NUM_SPECIES, card - C.NUM_SPECIES, card)
-            blocks = (i < cursor) & ((species + 1 >= actor_strength) | (species == C.ZEBRA) | (card < 0))
-            last_block = jnp.where(blocks, i, last_block)
-            ahead_species = jnp.where(i == cursor - 1, species, ahead_species)
-        return last_block, ahead_species
-    slots = ((packed >> _SHIFTS) & 31) - 1  # [5] cards
-    species = jnp.where(slots >= C.NUM_SPECIES, slots - C.NUM_SPECIES, slots)
-    blocks = (INDEX < cursor) & ((species + 1 >= actor_strength) | (species == C.ZEBRA) | (slots < 0))
-    return jnp.max(jnp.where(blocks, INDEX, -1)), jnp.sum(jnp.where(INDEX == cursor - 1, species, 0))
+def _last_block(codes, cursor, actor_strength):
+    """The last slot ahead of ``cursor`` that stops the run of an actor of
+    ``actor_strength`` (a card as strong, a zebra, or a gap), -1 if none: from the packed
+    run ``codes``, every slot at once. Adding 16 to a slot's code and taking away
+    ``14 - actor_strength`` leaves its bit 4 clear exactly where the slot blocks, and no
+    borrow crosses a slot (codes <= 12)."""
+    blocks = ~((codes | _HIGH) - (14 - actor_strength) * _LOW) & _HIGH
+    blocks = blocks & ((1 << (_BITS * jnp.clip(cursor, 0, SLOTS))) - 1)  # the slots ahead of the cursor
+    # The highest set bit is bit 4 of the last blocking slot (32 leading zeros: none).
+    return (32 - jax.lax.clz(blocks)) // _BITS - 1
 
 
 def recurring(queue, skip_card):
@@ -214,37 +220,46 @@ def recurring(queue, skip_card):
     """
 
     def visit(_, carry):
-        packed, cursor = carry
+        cards, codes, cursor = carry  # the packed cards and their packed run codes
         at = jnp.minimum(cursor, SLOTS)  # slot 5 reads as empty
-        actor = ((packed >> (_BITS * at)) & 31) - 1  # card, -1 if none
+        actor = ((cards >> (_BITS * at)) & 31) - 1  # card, -1 if none
         actor_species = jnp.where(actor >= C.NUM_SPECIES, actor - C.NUM_SPECIES, actor)
         actor_strength = actor_species + 1
-        last_block, ahead_species = _blockers(packed, cursor, actor_strength)
+        last_block = _last_block(codes, cursor, actor_strength)
+        ahead = ((cards >> (_BITS * jnp.clip(cursor - 1, 0, SLOTS - 1))) & 31) - 1  # the card ahead (a giraffe's)
+        ahead_species = jnp.where(ahead >= C.NUM_SPECIES, ahead - C.NUM_SPECIES, ahead)
         run_start = last_block + 1  # first card of the weaker run ahead
         has_run = run_start < cursor
         is_hippo = actor_species == C.HIPPO
         is_croc = actor_species == C.CROCODILE
         jumps = ((actor_species == C.GIRAFFE) & (actor != skip_card) & (cursor > 0)
                  & (ahead_species + 1 < actor_strength))
-        # Hippo or giraffe: the actor moves to slot ``to``, the cards from ``to``
-        # up to the cursor move back one slot.
+        # Hippo or giraffe: the actor moves to slot ``to``, the cards from ``to`` up to the
+        # cursor move back one slot. Crocodile: the run from ``run_start`` up to the cursor
+        # is eaten. (Two words of the batch's shape, not one [2] array: XLA fuses a visit's
+        # operations into one kernel only where they have one shape.)
         to = jnp.where(is_hippo & has_run, run_start, jnp.where(jumps, cursor - 1, at))
-        moved = (_below(packed, to)
-                 | ((actor + 1) << (_BITS * to))
-                 | ((_below(packed, at) >> (_BITS * to)) << (_BITS * (to + 1)))
-                 | ((packed >> (_BITS * (at + 1))) << (_BITS * (at + 1))))
-        # Crocodile: the run from ``run_start`` up to the cursor is eaten.
-        eaten = _below(packed, run_start) | ((packed >> (_BITS * at)) << (_BITS * run_start))
-        packed = jnp.where(is_croc & has_run, eaten, moved)
+        eats = is_croc & has_run
+
+        def rearranged(word):
+            moved = (_below(word, to)
+                     | (((word >> (_BITS * at)) & 31) << (_BITS * to))
+                     | ((_below(word, at) >> (_BITS * to)) << (_BITS * (to + 1)))
+                     | ((word >> (_BITS * (at + 1))) << (_BITS * (at + 1))))
+            eaten = _below(word, run_start) | ((word >> (_BITS * at)) << (_BITS * run_start))
+            return jnp.where(eats, eaten, moved)
+
         cursor = jnp.where((is_hippo | is_croc) & has_run, last_block + 2, cursor + 1)
-        return packed, cursor
+        return rearranged(cards), rearranged(codes), cursor
 
     packed = pack(queue)
     # The barrier hides the first visit's constant cursor from XLA's constant folding,
     # which would otherwise evaluate batch-sized constant arrays at compile time: seconds
     # more to compile the afterstates of a large batch (100,000 observations and more).
-    init = jax.lax.optimization_barrier((packed, jnp.zeros((), jnp.int32)))
-    final, _ = jax.lax.fori_loop(0, RECURRING_STEPS, visit, init, unroll=True)
+    init = jax.lax.optimization_barrier((packed, _run_codes(queue), jnp.zeros((), jnp.int32)))
+    # Unrolled for a GPU; a loop on a CPU, where XLA copies the unrolled chain into each of
+    # its consumers (the engine's step and observation: 2.7x slower).
+    final, _, _ = jax.lax.fori_loop(0, RECURRING_STEPS, visit, init, unroll=traced_for_gpu())
     removed = _card_set(packed) & ~_card_set(final)
     removed_cards = ((removed >> jnp.arange(C.NUM_CARDS)) & 1).astype(bool)
     return unpack(final), removed_cards

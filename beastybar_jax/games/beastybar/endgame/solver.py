@@ -42,7 +42,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from beastybar_jax.games.beastybar import engine as game
-from beastybar_jax.games.tracing import hot_loop
 from beastybar_jax.games.beastybar.endgame.positions import MAX_PLIES, is_solvable
 from beastybar_jax.games.beastybar.endgame.positions import plies_left_bound as positions_plies_bound
 from beastybar_jax.games.beastybar import cards as C
@@ -564,7 +563,6 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
         c["depth"] = jnp.where(push, depth + 1, depth)
         return c
 
-    @hot_loop()  # an engine step per lane at each of hundreds of iterations
     def body(c):
         for _ in range(config.pops_per_step):
             c = close_nodes(c)
