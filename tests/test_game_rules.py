@@ -390,3 +390,24 @@ def test_the_engine_traced_for_a_gpu_plays_as_the_cpus():
     for want, got in zip(jax.tree.leaves(results[0]), jax.tree.leaves(results[1])):
         np.testing.assert_array_equal(np.asarray(want), np.asarray(got))
     assert bool(jnp.any(results[0][0].terminated & ~states.terminated))  # the sample reaches the end of games
+
+
+def test_the_run_a_hippo_or_crocodile_passes_is_found_for_all_slots_at_once():
+    """The recurring phase finds the last slot that stops an actor's run (a card as
+    strong, a zebra or a gap) on a packed word of run codes: it agrees with the slot by
+    slot definition for every cursor, every actor strength and 20,000 queues (both
+    owners' cards, gaps anywhere)."""
+    from beastybar_jax.games.beastybar import queue as Q
+
+    species = np.random.default_rng(3).integers(-1, C.NUM_SPECIES, size=(20_000, C.QUEUE_SLOTS)).astype(np.int32)
+    owners = np.random.default_rng(4).integers(0, 2, size=species.shape).astype(np.int32)
+    codes = jax.jit(jax.vmap(Q._run_codes))(np.where(species >= 0, species + C.NUM_SPECIES * owners, -1))
+    cursors, strengths = np.meshgrid(np.arange(C.QUEUE_SLOTS + 2), np.arange(C.NUM_SPECIES + 1), indexing="ij")
+    found = jax.jit(jax.vmap(jax.vmap(Q._last_block, (None, 0, 0)), (0, None, None)))(
+        codes, cursors.reshape(-1), strengths.reshape(-1))  # [queues, cursor x strength]
+    ahead = np.arange(C.QUEUE_SLOTS) < cursors.reshape(-1)[:, None]  # [cursor x strength, slot]
+    blocks = ahead & ((species[:, None] + 1 >= strengths.reshape(-1)[:, None])
+                      | (species[:, None] == C.ZEBRA) | (species[:, None] < 0))
+    last = np.where(blocks.any(-1), C.QUEUE_SLOTS - 1 - np.argmax(blocks[..., ::-1], axis=-1), -1)
+    np.testing.assert_array_equal(np.asarray(found), last)
+    assert (last == -1).any() and (last == C.QUEUE_SLOTS - 1).any()
