@@ -362,11 +362,12 @@ def random_positions():
 
 
 @pytest.mark.gpu
-def test_the_engine_traced_for_a_gpu_plays_as_the_cpus():
+def test_the_engine_traced_for_a_gpu_plays_as_traced_for_a_cpu():
     """The engine traced for a GPU (the recurring phase's visits unrolled into one
     kernel; a loop on a CPU, where XLA would copy the unrolled chain into every
     consumer) steps, masks and observes every position of random games exactly as the
-    CPU's form, illegal and out-of-range actions included."""
+    CPU's form on the same device, illegal and out-of-range actions included (on a
+    GPU, a check of its compiler)."""
     from helpers import random_playout
     from beastybar_jax.games import tracing
 
@@ -386,7 +387,7 @@ def test_the_engine_traced_for_a_gpu_plays_as_the_cpus():
             lowered = jax.jit(lambda s, a: play(s, a)).lower(states, actions)
         loops.append(lowered.as_text().count("stablehlo.while"))
         results.append(lowered.compile()(states, actions))
-    assert loops == [1, 0]  # two forms, not one trace twice
+    assert loops[1] < loops[0]  # two forms, not one trace twice
     for want, got in zip(jax.tree.leaves(results[0]), jax.tree.leaves(results[1])):
         np.testing.assert_array_equal(np.asarray(want), np.asarray(got))
     assert bool(jnp.any(results[0][0].terminated & ~states.terminated))  # the sample reaches the end of games

@@ -157,7 +157,7 @@ RECURRING_STEPS = SLOTS + 2 * 3
 # passes is a few operations on the second word for all five slots at once (SWAR),
 # not a scan of the slots: on a GPU the 11 visits, unrolled, are one kernel, and a
 # smaller one compiles faster (XLA's fusion pass costs more than linearly in a
-# kernel's size: a scan of the slots made it 3.7 s an engine step, now 1.3).
+# kernel's size; docs/performance.md).
 _BITS = 5
 _SHIFTS = jax.device_put(_BITS * np.arange(SLOTS, dtype=np.int32))  # [5]
 _LOW = sum(1 << (_BITS * i) for i in range(SLOTS))  # bit 0 of every slot
