@@ -91,8 +91,9 @@ def score_moves(config: AfterstateConfig, afterstates: Afterstates, num_actions:
 AFTERSTATE_GROUP = 128
 """Observations per list of afterstate rows (:class:`AfterstateScorer`)."""
 
-COMPLETE = "afterstates_complete"
-"""The name under which a scorer with a tier ``k`` sows whether its lists held every row."""
+LEAST_TIER = "afterstates_least_tier"
+"""The name under which a scorer with a tier ``k`` sows ``int32[]``, the first of its tiers
+whose lists hold every row of the batch (:func:`num_tiers` - 1, the slots, hold every batch)."""
 
 
 def num_tiers(config: AfterstateConfig | None, afterstates: Afterstates | None, num: int,
@@ -136,10 +137,11 @@ class AfterstateScorer(nn.Module):
     then the per-observation slots, under ``nn.cond`` (only the branch taken runs), so
     the outputs are the same either way. ``tier=k`` scores the batch the ``k``-th way
     (:func:`num_tiers`: the list tiers, then the slots) and sows under ``intermediates`` /
-    :data:`COMPLETE` whether every row fitted: where not, the outputs are not the
-    network's, and the caller must score again at a later tier. The search does so once
-    per search, outside its simulation loop, where a ``cond`` would stop the GPU for the
-    host at every simulation (``search/determinized.py``). ``tier=MIXED`` (the learners,
+    :data:`LEAST_TIER` the first tier whose lists hold every row: where that is later than
+    ``k``, the outputs are not the network's, and the caller must score again at a later
+    tier. The search does so once per search, outside its simulation loop, where a
+    ``cond`` would stop the GPU for the host at every simulation, and starts self-play's
+    next search at the tier this one needed (``search/determinized.py``). ``tier=MIXED`` (the learners,
     ``network.for_training``) is for batches that mix positions of every turn: the first
     list tier (the game's capacities put the one for such batches first), else the slots.
     One list size, not the chain: each size is a copy of the game's engine in the learner's
@@ -208,14 +210,27 @@ class AfterstateScorer(nn.Module):
         one_tier = isinstance(self.tier, int)
         if not (one_tier or self.tier in (None, MIXED)):
             raise ValueError(f"AfterstateScorer.tier: an int, {MIXED!r} or None, not {self.tier!r}")
-        if plan is None or (one_tier and self.tier >= len(plan[2])):
+        if plan is None:
             if one_tier:
-                self.sow("intermediates", COMPLETE, jnp.ones((), bool))
+                self.sow("intermediates", LEAST_TIER, jnp.zeros((), jnp.int32))
             return self.in_slots(observations, features)
         group, capacity, tiers = plan
         groups = -(-num // group)
         padded = groups * group  # all-zero padding observations (Beasty Bar: not to move, so no rows)
         grouped = lambda x: jnp.pad(x, ((0, padded - num), (0, 0))).reshape(groups, group, -1)  # noqa: E731
+
+        def least_tier(needed):
+            """The first tier whose lists hold ``needed`` ``int32[G, 3]`` rows a group."""
+            most = jnp.max(needed, axis=0)
+            fits = [(most[0] <= capacity) & (most[1] <= replies) & (most[2] <= answers) for replies, answers in tiers]
+            return jnp.argmax(jnp.stack(fits + [jnp.ones((), bool)])).astype(jnp.int32)
+
+        if one_tier and self.tier >= len(tiers):
+            plies = self.plies(observations)
+            used = [jnp.sum(ids.reshape(num, -1) < self.num_actions, axis=1, dtype=jnp.int32) for _, ids in plies]
+            per_observation = jnp.stack(used + [jnp.zeros_like(used[0])] * (3 - len(used)), axis=-1)  # [N, 3]
+            self.sow("intermediates", LEAST_TIER, least_tier(jnp.sum(grouped(per_observation), axis=1)))
+            return self.in_slots(observations, features, plies)
 
         def lists_of(tier, scorer, observations):
             return jax.vmap(lambda o: scorer.afterstates.compact(o, capacity, *tiers[tier]))(grouped(observations))
@@ -224,9 +239,9 @@ class AfterstateScorer(nn.Module):
             logits, pooled = jax.vmap(scorer.score_lists)(lists, grouped(features))
             return logits.reshape(padded, -1)[:num], pooled.reshape(padded, -1)[:num]
 
-        if one_tier:  # no choice: whether it held every row is told, not acted on
+        if one_tier:  # no choice: the first tier that holds every row is told, not acted on
             lists = lists_of(self.tier, self, observations)
-            self.sow("intermediates", COMPLETE, jnp.all(lists.complete))
+            self.sow("intermediates", LEAST_TIER, least_tier(lists.needed))
             return score(lists, self, observations, features)
 
         def in_lists(tier, last, scorer, observations, features):
@@ -294,11 +309,12 @@ class AfterstateScorer(nn.Module):
         functions = (self.afterstates.legal, self.afterstates.replies, self.afterstates.answers)[:depth]
         return tuple(jax.vmap(f)(observations) for f in functions)
 
-    def in_slots(self, observations, features):
+    def in_slots(self, observations, features, plies=None):
         """The scorer on per-observation slots (``Afterstates.legal``: rows
         ``[N, K, F]``, ids ``[N, K]``; ``Afterstates.replies``: ``[N, K, R, F]``,
-        ``[N, K, R]``; ``Afterstates.answers``: ``[N, K, R, Q, F]``, ``[N, K, R, Q]``)."""
-        plies = self.plies(observations)
+        ``[N, K, R]``; ``Afterstates.answers``: ``[N, K, R, Q, F]``, ``[N, K, R, Q]``),
+        ``plies`` (:meth:`plies`) if already built."""
+        plies = self.plies(observations) if plies is None else plies
         afterstates, actions = plies[0]
         # One extra all-zero row: the logit of the actions that have none.
         rows = jnp.concatenate([afterstates, jnp.zeros_like(afterstates[..., :1, :])], axis=-2)  # [N, K + 1, F]

@@ -14,7 +14,7 @@ import pytest
 from helpers import random_playout
 from helpers.positions import act, position
 from helpers.tiny_training import FAST_COMPILE
-from beastybar_jax.afterstate_scorer import MIXED
+from beastybar_jax.afterstate_scorer import LEAST_TIER, MIXED
 from beastybar_jax.games import beastybar as game
 from beastybar_jax.games import get_game
 from beastybar_jax.games.beastybar import afterstate as AF
@@ -467,7 +467,8 @@ def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(observations):
     scores: lists with room for 2 replies an observation, else for 16, else the slots;
     and as the learners score (``MIXED``), the first lists, else the slots. Three
     batches of 128 observations take each way: turns 5-6 (no replies), 20-21 (about 3 an
-    observation) and 15-16 (about 23)."""
+    observation) and 15-16 (about 23). Scoring at one tier, the first lists or the slots,
+    it tells the first tier whose lists hold the batch (a search starts there next)."""
     params, p, observations, apply, dense = scorer_by_hand(
         observations, NetworkConfig(width=16, depth=1, afterstates={"width": 8, "replies": True}),
         lambda n: (6 * n, (2 * n, 16 * n)), key=4, seed=5)
@@ -488,6 +489,13 @@ def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(observations):
                                   np.where(valid, units, 0.0).max(axis=2), has.astype(np.float32)], axis=-1)
         second = np.maximum(dense(first, "move_hidden") + summary @ p["reply_to_move"]["kernel"], 0)  # [N, K, 8]
         assert_move_scorer_outputs(out, params, features, moves, second)
+        if tier is None:
+            num = len(observation)
+            fits = [(moves < game.NUM_ACTIONS).sum() <= 6 * num and (replies < game.NUM_ACTIONS).sum() <= room * num
+                    for room in (2, 16)]
+            for one_tier in (0, 2):
+                _, sown = apply(observation, one_tier)
+                assert int(sown["intermediates"]["afterstates"][LEAST_TIER][0]) == (fits + [True]).index(True)
     assert replies_seen[0] == 0 and 2 < replies_seen[1] < 16 < replies_seen[2]
 
 

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from beastybar_jax.alphazero import selfplay
 from beastybar_jax.games import beastybar as game
 from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.games.beastybar.cards import KANGAROO, LION, MONKEY, PARROT, SEAL, SKUNK, ZEBRA
@@ -326,8 +327,9 @@ def test_run_search_names_an_unbatched_state():
 @dataclasses.dataclass(frozen=True)
 class TieredEvaluator:
     """An evaluator with tiers, as the afterstate scorer's: tier ``k`` fits a batch whose
-    positions are all before turn ``LIMITS[k]`` (the last tier fits every batch) and
-    values each position ``k / 10``, so the search's values tell which tier scored it."""
+    positions are all before turn ``LIMITS[k]`` (the last tier fits every batch; each
+    tier tells the first that fits) and values each position ``k / 10``, so the search's
+    values tell which tier scored it."""
 
     LIMITS = (5, 12)
     tier: int | None = None
@@ -341,8 +343,7 @@ class TieredEvaluator:
     def __call__(self, states):
         n = states.turn.shape[0]
         logits, value = jnp.zeros((n, GAME.num_actions)), jnp.full((n,), self.tier / 10)
-        limit = self.LIMITS[self.tier] if self.tier < len(self.LIMITS) else 127
-        return logits, value, jnp.all(states.turn < limit)
+        return logits, value, jnp.sum(jnp.max(states.turn) >= jnp.asarray(self.LIMITS), dtype=jnp.int32)
 
 
 def positions_at_turn(turn: int, batch: int, seed: int):
@@ -358,26 +359,50 @@ def positions_at_turn(turn: int, batch: int, seed: int):
     return jax.vmap(one)(jax.random.split(jax.random.key(seed), batch))
 
 
-def test_a_tiered_evaluator_scores_each_search_at_the_first_tier_that_fits_it():
-    """``run_search`` runs the whole search at tier 0 and again at each next tier while some
-    evaluation (the root's or a deeper node's) did not fit: the output is the search
-    scored at the first tier that fitted every evaluation, and ``passes`` counts the runs
+def test_a_tiered_evaluator_scores_each_search_at_the_first_tier_from_its_start_that_fits_it():
+    """``run_search`` runs the whole search at ``start_tier`` and again at each next tier
+    while some evaluation (the root's or a deeper node's) did not fit: the output is the
+    search scored at the first tier from the start that fitted every evaluation, ``passes``
+    counts the runs and ``least_tier`` is the first tier that would have fitted them all
     (an afterstate network's tiers are lists of growing capacity; ``NetworkEvaluator``)."""
     config = SearchConfig(num_simulations=4)
 
-    def search(evaluate, states):
-        return run_search(GAME, evaluate, states, jax.random.key(3), config)
+    def search(evaluate, states, start_tier=0):
+        return run_search(GAME, evaluate, states, jax.random.key(3), config, start_tier=start_tier)
 
     def at_tier(states, tier):  # the evaluator at one tier, without its tiers
         return search(lambda s: (jnp.zeros((s.turn.shape[0], GAME.num_actions)),
                                  jnp.broadcast_to(tier / 10, s.turn.shape)), states)
 
     example = positions_at_turn(0, 4, seed=0)
-    tiered = compile_fast(lambda states: search(TieredEvaluator(), states), example)
+    tiered = compile_fast(lambda states, start: search(TieredEvaluator(), states, start), example, 0)
     one_tier = compile_fast(at_tier, example, 0)
-    for turn, tier in [(0, 0), (6, 1), (12, 2)]:  # 4 simulations reach turn 0 + 4 < 5, 6 + 4 < 12
+    # 4 simulations reach turn 0 + 4 < 5, 6 + 4 < 12; a start past the last tier is the last.
+    for turn, start, tier, passes in [(0, 0, 0, 1), (6, 0, 1, 2), (12, 0, 2, 3), (0, 1, 1, 1), (12, 1, 2, 2),
+                                      (6, 2, 2, 1), (6, 7, 2, 1)]:
         states = positions_at_turn(turn, 4, seed=turn)
-        got, want = tiered(states), one_tier(states, tier)
-        assert np.asarray(got.passes).tolist() == [tier + 1] * 4
+        got, want = tiered(states, start), one_tier(states, tier)
+        assert np.asarray(got.passes).tolist() == [passes] * 4
+        assert np.asarray(got.least_tier).tolist() == [{0: 0, 6: 1, 12: 2}[turn]] * 4
         for field in ("action", "action_weights", "visit_counts", "root_value"):
             np.testing.assert_array_equal(np.asarray(getattr(got, field)), np.asarray(getattr(want, field)))
+
+
+def test_self_play_starts_each_search_at_the_tier_the_previous_move_needed():
+    """Self-play's games move in step, so each move's search starts at the tier its previous
+    move's search needed (``least_tier``): a search runs again only where the room its
+    evaluations need grew. From turn 0 over 12 moves of 4 simulations the tiered
+    evaluator's need grows from tier 0 to the last (turn 12): two passes more than moves
+    (searching from tier 0 at every move: nine)."""
+    num_games, num_moves = 4, 12
+    config = SearchConfig(num_simulations=4)
+
+    def play(key):
+        state = selfplay.init(GAME, key, num_games)
+        _, played, stats = selfplay.play_moves(GAME, TieredEvaluator(), config, state, key, num_moves)
+        return played.games.turn, stats.search_passes
+
+    turns, passes = compile_fast(play, jax.random.key(0))(jax.random.key(0))
+    assert np.asarray(turns)[:, 0].tolist() == list(range(num_moves))  # in step, no game over
+    extra = int(passes) // num_games - num_moves
+    assert 2 <= extra <= 4  # tiers 0 -> 1 -> 2: at least one pass more at each step up

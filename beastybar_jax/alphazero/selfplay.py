@@ -155,9 +155,11 @@ def label_trajectory(game: Game, trajectory: Records, final_games) -> Records:
 
 def play_move(game: Game, evaluate: search_lib.Evaluator, search_config: search_lib.SearchConfig,
               state: SelfPlayState, key: jax.Array, *, temperature: float, temperature_drop_move: int,
-              final_temperature: float, constrain: Callable[[Any], Any] = lambda x: x):
+              final_temperature: float, constrain: Callable[[Any], Any] = lambda x: x, start_tier=0):
     """One move in every game: search, act, record, step; finished games restart.
-    Returns ``(state, the move as PlayedMoves [B], stats)``."""
+    Returns ``(state, the move as PlayedMoves [B], stats, least_tier)``: the search starts
+    at afterstate tier ``start_tier`` (``run_search``), and ``least_tier`` (``int32[]``) is
+    the first that held all of its rows, where the next move's search can start."""
     games = state.games
     num_games = state.length.shape[0]
     search_key, action_key, reset_key = jax.random.split(key, 3)
@@ -165,7 +167,8 @@ def play_move(game: Game, evaluate: search_lib.Evaluator, search_config: search_
     players = games.current_player
     observation = jax.vmap(game.observe)(games, players)  # [B, O]
     legal_mask = jax.vmap(game.legal_action_mask)(games)  # [B, A]
-    output = search_lib.run_search(game, evaluate, games, search_key, search_config, add_noise=True)
+    output = search_lib.run_search(game, evaluate, games, search_key, search_config, add_noise=True,
+                                   start_tier=start_tier)
     if search_config.algorithm != "gumbel":
         # mctx's PUCT self-play action is already drawn from the visits; temperature 0
         # means the most visited action (the Gumbel choice is already greedy given its noise).
@@ -212,7 +215,7 @@ def play_move(game: Game, evaluate: search_lib.Evaluator, search_config: search_
         root_value=jnp.sum(output.root_value.astype(jnp.float32)),
         search_passes=jnp.sum(output.passes),
     )
-    return constrain(new_state), played, stats
+    return constrain(new_state), played, stats, jnp.max(output.least_tier)
 
 
 def play_moves(game: Game, evaluate: search_lib.Evaluator, search_config: search_lib.SearchConfig,
@@ -220,15 +223,22 @@ def play_moves(game: Game, evaluate: search_lib.Evaluator, search_config: search
                temperature_drop_move: int = 0, final_temperature: float = 0.0,
                constrain: Callable[[Any], Any] = lambda x: x):
     """``num_moves`` moves in every game (a ``lax.scan``). Returns ``(state, played, stats)``:
-    the moves as :class:`PlayedMoves` ``[M, B]`` and ``stats`` summed over them."""
+    the moves as :class:`PlayedMoves` ``[M, B]`` and ``stats`` summed over them.
 
-    def body(state, move_key):
-        state, played, stats = play_move(game, evaluate, search_config, state, move_key, temperature=temperature,
-                                         temperature_drop_move=temperature_drop_move,
-                                         final_temperature=final_temperature, constrain=constrain)
-        return state, (played, stats)
+    Each move's search starts at the afterstate tier the previous one needed (the first at
+    0): the games move in step, so the room their lists need changes little from one move
+    to the next, and a search seldom runs first at a tier too small for it."""
 
-    state, (played, stats) = jax.lax.scan(body, state, jax.random.split(key, num_moves))
+    def body(carry, move_key):
+        state, start_tier = carry
+        state, played, stats, least_tier = play_move(
+            game, evaluate, search_config, state, move_key, temperature=temperature,
+            temperature_drop_move=temperature_drop_move, final_temperature=final_temperature, constrain=constrain,
+            start_tier=start_tier)
+        return (state, least_tier), (played, stats)
+
+    (state, _), (played, stats) = jax.lax.scan(body, (state, jnp.zeros((), jnp.int32)),
+                                               jax.random.split(key, num_moves))
     return state, played, jax.tree.map(lambda x: jnp.sum(x, axis=0), stats)
 
 

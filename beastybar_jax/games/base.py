@@ -152,8 +152,9 @@ class AfterstateLists:
         a reply (``Q`` = 0 without answers).
       answer_owners: ``int32[Q]`` the reply row answered (``R``: unused row).
       answer_actions: ``int32[Q]`` the answer's action (``A``: unused).
-      complete: ``bool[]`` every legal move and reply got its row; where false, the
-        caller must use the per-observation slots (``legal``, ``replies``, ``answers``).
+      needed: ``int32[3]`` the rows the lists need: the legal moves, the replies to the
+        listed moves, the answers to the listed replies (a list with room for fewer left
+        some out).
     """
 
     rows: chex.Array
@@ -165,7 +166,15 @@ class AfterstateLists:
     answer_rows: chex.Array
     answer_owners: chex.Array
     answer_actions: chex.Array
-    complete: chex.Array
+    needed: chex.Array
+
+    @property
+    def complete(self) -> jax.Array:
+        """``bool[]`` (``[...]`` for lists with leading axes): every legal move, reply and
+        answer got its row; where false, the caller must use the per-observation slots
+        (``legal``, ``replies``, ``answers``)."""
+        room = jnp.asarray([self.rows.shape[-2], self.reply_rows.shape[-2], self.answer_rows.shape[-2]])
+        return jnp.all(self.needed <= room, axis=-1)
 
 
 class Afterstates(NamedTuple):

@@ -69,6 +69,9 @@ class SearchOutput:
       passes: ``int32[B]`` how many times the batch's search ran (the same in every row):
         1, plus one for each later afterstate tier it was run again at because some
         evaluation's rows did not fit (``NetworkEvaluator.tiers``).
+      least_tier: ``int32[B]`` the first tier whose rows would have held every evaluation
+        of the search kept (the same in every row; 0 for an evaluator without tiers): a
+        search of the batch's next positions can start there (``run_search``'s ``start_tier``).
     """
 
     action: chex.Array
@@ -77,6 +80,7 @@ class SearchOutput:
     root_value: chex.Array
     action_values: chex.Array = None
     passes: chex.Array = None
+    least_tier: chex.Array = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,9 +91,10 @@ class NetworkEvaluator:
     A network with the afterstate scorer may score a batch several ways (lists of the
     game's capacities in turn, then slots), each exact where its rows fit; the scorer
     picks with an ``nn.cond``, a host round trip on a GPU. :meth:`at_tier` gives an
-    evaluator that scores one way only and also returns whether every row fitted
-    (``(logits, value, complete bool[])``); :func:`run_search` uses it to choose once per
-    search instead of once per simulation."""
+    evaluator that scores one way only and also returns the first tier whose rows hold the
+    whole batch (``(logits, value, least_tier int32[])``: where later than its own, the
+    outputs are not the network's); :func:`run_search` uses it to choose once per search
+    instead of once per simulation."""
 
     game: Game
     network: Any
@@ -103,9 +108,9 @@ class NetworkEvaluator:
             return out.policy_logits.astype(jnp.float32), out.value.astype(jnp.float32)
         network = self.network.clone(afterstate_tier=self.tier)
         out, sown = network.apply(self.params, observations, mutable=["intermediates"])
-        flags = jax.tree.leaves(sown)
-        complete = jnp.all(jnp.stack(flags)) if flags else jnp.ones((), bool)
-        return out.policy_logits.astype(jnp.float32), out.value.astype(jnp.float32), complete
+        tiers = jax.tree.leaves(sown)
+        least_tier = jnp.max(jnp.stack(tiers)) if tiers else jnp.zeros((), jnp.int32)
+        return out.policy_logits.astype(jnp.float32), out.value.astype(jnp.float32), least_tier
 
     def tiers(self, batch_size: int) -> int:
         """How many ways a batch of ``batch_size`` states can be evaluated (1: one)."""
@@ -163,24 +168,25 @@ def sample_worlds(game: Game, states, key: jax.Array, num_worlds: int):
 
 def _evaluate_node(game: Game, evaluate: Evaluator, states):
     """Masked prior logits ``[N, A]`` and value ``[N]`` (0 at finished games), and with a
-    one-tier evaluator (:meth:`NetworkEvaluator.at_tier`) whether its rows fitted, else None."""
-    logits, value, *complete = evaluate(states)
+    one-tier evaluator (:meth:`NetworkEvaluator.at_tier`) the first tier whose rows hold
+    the batch, else None."""
+    logits, value, *least_tier = evaluate(states)
     legal = jax.vmap(game.legal_action_mask)(states)
     value = jnp.where(states.terminated, 0.0, value.astype(jnp.float32))
-    return mask_logits(logits, legal), value, (complete[0] if complete else None)
+    return mask_logits(logits, legal), value, (least_tier[0] if least_tier else None)
 
 
 def make_recurrent_fn(game: Game, evaluate: Evaluator, flagged: bool = False):
     """The mctx ``recurrent_fn``: steps the engine from the embedded states. ``flagged``:
-    the embeddings are ``(state, fitted)``, ``fitted`` whether a one-tier evaluator's rows
-    fitted at that node's evaluation."""
+    the embeddings are ``(state, least_tier int8)``, the first tier whose rows held that
+    node's evaluation (a one-tier evaluator's)."""
 
     def recurrent_fn(params, rng_key, action, parent):
         del params, rng_key  # the evaluator closes over its parameters
         if flagged:
             parent, _ = parent
         child = jax.vmap(game.step)(parent, action)
-        prior_logits, value, fitted = _evaluate_node(game, evaluate, child)
+        prior_logits, value, least_tier = _evaluate_node(game, evaluate, child)
         mover = parent.current_player.astype(jnp.int32)
         reward = jnp.take_along_axis(child.rewards, mover[:, None], axis=-1)[:, 0]
         reward = jnp.where(parent.terminated, 0.0, reward).astype(jnp.float32)
@@ -189,20 +195,21 @@ def make_recurrent_fn(game: Game, evaluate: Evaluator, flagged: bool = False):
         output = mctx.RecurrentFnOutput(
             reward=reward, discount=discount.astype(jnp.float32), prior_logits=prior_logits, value=value)
         if flagged:
-            return output, (child, jnp.broadcast_to(fitted, child.current_player.shape))
+            return output, (child, jnp.broadcast_to(least_tier.astype(jnp.int8), child.current_player.shape))
         return output, child
 
     return recurrent_fn
 
 
 def _policy_search(game: Game, evaluate: Evaluator, worlds, legal, key, config: SearchConfig, add_noise):
-    """mctx's policy on the ``[N]`` worlds: ``(PolicyOutput, complete bool[])``; ``complete``
-    says whether a one-tier evaluator's rows fitted at every evaluation (True for others)."""
-    prior_logits, value, complete = _evaluate_node(game, evaluate, worlds)
-    tiered = complete is not None
+    """mctx's policy on the ``[N]`` worlds: ``(PolicyOutput, least_tier int32[])``, the
+    first tier whose rows held every evaluation of a one-tier evaluator (0 for others)."""
+    prior_logits, value, least_tier = _evaluate_node(game, evaluate, worlds)
+    tiered = least_tier is not None
     recurrent_fn = make_recurrent_fn(game, evaluate, flagged=tiered)
-    # With tiers, each node carries whether its evaluation's rows fitted.
-    embedding = (worlds, jnp.broadcast_to(complete, worlds.current_player.shape)) if tiered else worlds
+    # With tiers, each node carries the first tier whose rows held its evaluation.
+    embedding = (worlds, jnp.broadcast_to(least_tier.astype(jnp.int8), worlds.current_player.shape)) if tiered \
+        else worlds
     root = mctx.RootFnOutput(prior_logits=prior_logits, value=value, embedding=embedding)
     max_depth = config.max_depth or game.max_game_length + DEPTH_MARGIN
     shared = dict(params=(), rng_key=key, root=root, recurrent_fn=recurrent_fn,
@@ -227,11 +234,11 @@ def _policy_search(game: Game, evaluate: Evaluator, worlds, legal, key, config: 
             temperature=jnp.where(add_noise, 1.0, 0.0),
         )
     if not tiered:
-        return policy_output, jnp.ones((), bool)
-    # Every node of the tree was evaluated once (or its slot was never used: still True).
-    fitted = policy_output.search_tree.embeddings[1]
+        return policy_output, jnp.zeros((), jnp.int32)
+    # Every node of the tree was evaluated once (or its slot was never used).
+    needed = policy_output.search_tree.embeddings[1]
     visited = policy_output.search_tree.node_visits > 0
-    return policy_output, jnp.all(fitted | ~visited)
+    return policy_output, jnp.max(jnp.where(visited, needed, 0)).astype(jnp.int32)
 
 
 def _policy_value(tree: mctx.Tree, weights: jax.Array, legal: jax.Array) -> jax.Array:
@@ -260,7 +267,7 @@ def _policy_value(tree: mctx.Tree, weights: jax.Array, legal: jax.Array) -> jax.
 
 
 def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: SearchConfig,
-               *, add_noise: bool = True) -> SearchOutput:
+               *, add_noise: bool = True, start_tier=0) -> SearchOutput:
     """Search ``K = config.num_determinizations`` sampled worlds per state and combine.
 
     Args:
@@ -274,6 +281,9 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
         Dirichlet noise and greedy visit counts (PUCT), ``gumbel_scale=0`` (Gumbel),
         and argmax of the combined policy for ``K > 1``. May be a traced bool, so one
         compiled function serves both.
+      start_tier: with an evaluator that has tiers (an afterstate network's lists of
+        growing room, :class:`NetworkEvaluator`), the first to search at (an ``int`` or
+        ``int32[]``; clipped to the last): a previous search's ``least_tier``.
 
     Returns:
       :class:`SearchOutput` with ``[B]`` / ``[B, A]`` fields.
@@ -286,32 +296,56 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
     (Gumbel-max, scale ``gumbel_scale`` for Gumbel, 1 for PUCT) when ``add_noise``,
     else their argmax. A finished game gets action 0 and all-zero weights, visits
     and value.
+
+    With tiers, the whole search runs at ``start_tier`` and again at each next tier while
+    some evaluation's rows did not fit; each tier is exact where its rows fit. The choice
+    is made once per search, outside its simulation loop (a ``cond`` inside would stop
+    the GPU for the host every simulation).
     """
     if states.current_player.ndim != 1:
         raise ValueError(f"run_search takes a batch of states [B]; got current_player of shape "
                          f"{states.current_player.shape} (one state: jax.tree.map(lambda x: x[None], state))")
     batch = states.current_player.shape[0]
-    num_worlds = config.num_determinizations
-    num_actions = game.num_actions
     world_key, search_key, action_key = jax.random.split(key, 3)
 
-    worlds = sample_worlds(game, states, world_key, num_worlds)  # [B*K]
+    worlds = sample_worlds(game, states, world_key, config.num_determinizations)  # [B*K]
     legal = jax.vmap(game.legal_action_mask)(worlds)  # [B*K, A]
-    tiers = evaluate.tiers(batch * num_worlds) if hasattr(evaluate, "tiers") else 1
-    passes = jnp.ones((), jnp.int32)
-    if tiers == 1:
-        policy_output, _ = _policy_search(game, evaluate, worlds, legal, search_key, config, add_noise)
-    else:
-        # Each tier is exact where its rows fit: search at the first, and again at the next
-        # where some evaluation's did not (``passes`` counts). The choice is made once per search, outside
-        # its simulation loop (a cond inside would stop the GPU for the host every simulation).
-        def at(tier):
-            return lambda: _policy_search(game, evaluate.at_tier(tier), worlds, legal, search_key, config, add_noise)
+    tiers = evaluate.tiers(batch * config.num_determinizations) if hasattr(evaluate, "tiers") else 1
 
-        policy_output, complete = at(0)()
-        for tier in range(1, tiers):
-            passes = passes + jnp.where(complete, 0, 1)
-            policy_output, complete = jax.lax.cond(complete, lambda out=(policy_output, complete): out, at(tier))
+    def search(evaluate):
+        policy_output, least_tier = _policy_search(game, evaluate, worlds, legal, search_key, config, add_noise)
+        return _combined(policy_output, legal, batch, config, add_noise, action_key), least_tier
+
+    if tiers == 1:
+        output, least_tier = search(evaluate)
+        passes = jnp.ones((), jnp.int32)
+    else:
+        start = jnp.clip(jnp.asarray(start_tier, jnp.int32), 0, tiers - 1)
+        output = _no_output(batch, game.num_actions)
+        least_tier, passes, done = jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), jnp.zeros((), bool)
+        for tier in range(tiers):  # each search once in the program
+            run = ~done & (tier >= start)
+            output, least_tier = jax.lax.cond(run, functools.partial(search, evaluate.at_tier(tier)),
+                                              lambda kept=(output, least_tier): kept)
+            passes = passes + run.astype(jnp.int32)
+            done = done | (run & (least_tier <= tier))
+    return output.replace(passes=jnp.broadcast_to(passes, (batch,)),
+                          least_tier=jnp.broadcast_to(least_tier, (batch,)))
+
+
+def _no_output(batch: int, num_actions: int) -> SearchOutput:
+    """A :class:`SearchOutput` of zeros (the shapes of one before a search ran)."""
+    return SearchOutput(action=jnp.zeros((batch,), jnp.int32),
+                        action_weights=jnp.zeros((batch, num_actions), jnp.float32),
+                        visit_counts=jnp.zeros((batch, num_actions), jnp.int32),
+                        root_value=jnp.zeros((batch,), jnp.float32),
+                        action_values=jnp.zeros((batch, num_actions), jnp.float32))
+
+
+def _combined(policy_output: mctx.PolicyOutput, legal: jax.Array, batch: int, config: SearchConfig, add_noise,
+              action_key: jax.Array) -> SearchOutput:
+    """The ``K`` worlds' search of each decision combined at the root (:func:`run_search`)."""
+    num_worlds, num_actions = config.num_determinizations, legal.shape[-1]
     summary = policy_output.search_tree.summary()
 
     # Combine the K worlds of each decision at the root.
@@ -346,5 +380,4 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
         visit_counts=visit_counts.astype(jnp.int32),
         root_value=root_value.astype(jnp.float32),
         action_values=jnp.where(legal_any, action_values, 0.0).astype(jnp.float32),
-        passes=jnp.broadcast_to(passes, (batch,)),
     )

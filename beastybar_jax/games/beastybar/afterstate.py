@@ -243,10 +243,10 @@ def compact_afterstates(observations: jax.Array, capacity: int, reply_capacity: 
       action; reply row ``j`` that of the opponent's reply ``reply_actions[j]`` to move
       row ``reply_owners[j]``; answer row ``i`` that of the observer's answer
       ``answer_actions[i]`` to reply row ``answer_owners[i]``. Unused rows are zero with
-      owner ``N`` (``C`` for replies, ``R`` for answers) and action ``NUM_ACTIONS``. Where
-      ``complete`` is false some legal move, reply or answer got no row, and the caller
-      must use :func:`legal_afterstates`, :func:`legal_replies` and :func:`legal_answers`
-      instead.
+      owner ``N`` (``C`` for replies, ``R`` for answers) and action ``NUM_ACTIONS``.
+      ``needed`` counts the rows each list needs; where ``complete`` is false some legal
+      move, reply or answer got no row, and the caller must use :func:`legal_afterstates`,
+      :func:`legal_replies` and :func:`legal_answers` instead.
     """
     num = observations.shape[0]
     counts = split_observation(observations)["counts"]
@@ -258,13 +258,13 @@ def compact_afterstates(observations: jax.Array, capacity: int, reply_capacity: 
     before = jax.tree.map(lambda x: x[jnp.minimum(owners, num - 1)], states)  # [C] the owners' states
     after = jax.vmap(core.step)(before, jnp.where(used, actions, 0))
     rows = _rows(before.bar, before.thats_it, after, True)  # known_state's mover is player 0
-    complete = jnp.sum(legal) <= capacity
+    needed = [jnp.sum(legal, dtype=jnp.int32), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)]
     rows = jnp.where(used[:, None], rows, 0.0)
     none, no_rows = jnp.zeros((0,), jnp.int32), jnp.zeros((0, rows.shape[-1]))
     if reply_capacity == 0:
         return AfterstateLists(rows=rows, owners=owners, actions=actions, reply_rows=no_rows, reply_owners=none,
                                reply_actions=none, answer_rows=no_rows, answer_owners=none, answer_actions=none,
-                               complete=complete)
+                               needed=jnp.stack(needed))
     # The opponent's replies where their hand is known (their deck empty); none to a
     # move that ends the game (no legal reply).
     hand_known = (counts[:, 3] == 0)[jnp.minimum(owners, num - 1)] & used
@@ -274,7 +274,7 @@ def compact_afterstates(observations: jax.Array, capacity: int, reply_capacity: 
     moved = jax.tree.map(lambda x: x[jnp.minimum(reply_owners, capacity - 1)], after)  # [R] the moves' results
     replies = jax.vmap(core.step)(moved, jnp.where(replied, reply_actions, 0))
     reply_rows = jnp.where(replied[:, None], _rows(moved.bar, moved.thats_it, replies, True), 0.0)
-    complete = complete & (jnp.sum(reply_legal) <= reply_capacity)
+    needed[1] = jnp.sum(reply_legal, dtype=jnp.int32)
     answer_rows, answer_owners, answer_actions = no_rows, none, none
     if answer_capacity:
         # The observer's answers where their own deck is empty too (their next hand is known).
@@ -286,10 +286,10 @@ def compact_afterstates(observations: jax.Array, capacity: int, reply_capacity: 
         base = jax.tree.map(lambda x: x[jnp.minimum(answer_owners, reply_capacity - 1)], replies)  # [Q]
         answers = jax.vmap(core.step)(base, jnp.where(answered, answer_actions, 0))
         answer_rows = jnp.where(answered[:, None], _rows(base.bar, base.thats_it, answers, True), 0.0)
-        complete = complete & (jnp.sum(answer_legal) <= answer_capacity)
+        needed[2] = jnp.sum(answer_legal, dtype=jnp.int32)
     return AfterstateLists(rows=rows, owners=owners, actions=actions, reply_rows=reply_rows,
                            reply_owners=reply_owners, reply_actions=reply_actions, answer_rows=answer_rows,
-                           answer_owners=answer_owners, answer_actions=answer_actions, complete=complete)
+                           answer_owners=answer_owners, answer_actions=answer_actions, needed=jnp.stack(needed))
 
 
 def _compact(mask: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
@@ -356,9 +356,10 @@ def afterstate_capacity(num_observations: int) -> tuple[int, tuple[int, ...], tu
       position).
 
     Each capacity is a copy of the engine in every program that scores with it, so there
-    are few: a pair for the turns without replies too (1.29 searches a move, where five
-    pairs sized for random play ran 3.58; ``docs/performance.md``). The learners score
-    with the first capacity (``afterstate_scorer.MIXED``).
+    are few: a pair for the turns without replies too (five pairs sized for random play ran
+    3.58 searches a move, these 1.29, each from the first). Self-play's searches start at
+    the capacity the previous move's needed. The learners score with the first capacity
+    (``afterstate_scorer.MIXED``).
     """
     n = num_observations
     moves = min(MAX_LEGAL_ACTIONS * n, 7 * n + 64)
