@@ -93,7 +93,9 @@ AFTERSTATE_GROUP = 128
 
 LEAST_TIER = "afterstates_least_tier"
 """The name under which a scorer with a tier ``k`` sows ``int32[]``, the first of its tiers
-whose lists hold every row of the batch (:func:`num_tiers` - 1, the slots, hold every batch)."""
+whose lists hold every row of the batch (:func:`num_tiers` - 1, the slots, hold every batch).
+Where tier ``k``'s replies overflowed, the answers to the replies left out are not counted:
+then it is a first tier later than ``k`` that may still be too small."""
 
 
 def num_tiers(config: AfterstateConfig | None, afterstates: Afterstates | None, num: int,
@@ -202,6 +204,10 @@ class AfterstateScorer(nn.Module):
                 raise ValueError("network.afterstates.answers: the game's Afterstates.capacity gives no (reply, answer) "
                                  "capacity pairs")
             tiers = tuple(answer_pairs[0])
+        # Whether a batch fits is tested at one tier; that it fits every later one is assumed.
+        if any(later < earlier for before, after in zip(tiers, tiers[1:]) for earlier, later in zip(before, after)):
+            raise ValueError(f"Afterstates.capacity: each tier must have at least the room of the one before; "
+                             f"got (reply, answer) capacities {tiers} for {group} observations")
         return group, capacity, tiers
 
     def __call__(self, observations, features):

@@ -14,7 +14,7 @@ import pytest
 from helpers import random_playout
 from helpers.positions import act, position
 from helpers.tiny_training import FAST_COMPILE
-from beastybar_jax.afterstate_scorer import LEAST_TIER, MIXED
+from beastybar_jax.afterstate_scorer import LEAST_TIER, MIXED, AfterstateConfig, AfterstateScorer
 from beastybar_jax.games import beastybar as game
 from beastybar_jax.games import get_game
 from beastybar_jax.games.beastybar import afterstate as AF
@@ -232,6 +232,20 @@ def test_move_logits_are_the_move_scorer_on_every_action(observations):
     for out in (listed, jit(squeezed.apply)(params, observation)):
         np.testing.assert_allclose(np.asarray(out.policy_logits), np.asarray(expected), rtol=0, atol=1e-5)
         np.testing.assert_allclose(np.asarray(out.value), np.asarray(value), rtol=0, atol=1e-5)
+
+
+def test_list_capacities_must_grow_from_tier_to_tier():
+    """A search takes a batch that fits one tier's lists to fit every later one (it starts
+    at the tier its previous search needed): a game whose capacities shrink is refused."""
+    replies, answers = AfterstateConfig(replies=True), AfterstateConfig(replies=True, answers=True)
+    plan = lambda config, capacity: AfterstateScorer.plan(  # noqa: E731
+        config, with_afterstates(capacity=capacity).afterstates, 128, get_game("beastybar").observation_size)
+    assert plan(replies, lambda n: (6 * n, (2 * n, 16 * n)))[2] == ((256, 0), (2048, 0))
+    assert plan(answers, lambda n: (6 * n, (), ((2 * n, 4 * n), (2 * n, 8 * n))))[2] == ((256, 512), (256, 1024))
+    for config, capacity in ((replies, lambda n: (6 * n, (16 * n, 2 * n))),
+                             (answers, lambda n: (6 * n, (), ((4 * n, 4 * n), (2 * n, 8 * n))))):
+        with pytest.raises(ValueError, match="at least the room of the one before"):
+            plan(config, capacity)
 
 
 def test_a_batch_of_afterstates_as_one_list(observations):

@@ -388,6 +388,18 @@ def test_a_tiered_evaluator_scores_each_search_at_the_first_tier_from_its_start_
             np.testing.assert_array_equal(np.asarray(getattr(got, field)), np.asarray(getattr(want, field)))
 
 
+def test_an_evaluator_whose_third_output_is_not_a_tier_is_refused():
+    """A one-tier evaluator's third output is the first tier whose rows hold the batch (an
+    int): a bool (whether they fitted) is refused when the search is traced."""
+    def fitted(states):
+        n = states.turn.shape[0]
+        return jnp.zeros((n, GAME.num_actions)), jnp.zeros((n,)), jnp.all(states.turn < 5)
+
+    states = positions_at_turn(0, 2, seed=0)
+    with pytest.raises(TypeError, match="least_tier int32"):
+        jax.eval_shape(lambda s: run_search(GAME, fitted, s, jax.random.key(0), SearchConfig(num_simulations=2)), states)
+
+
 def test_self_play_starts_each_search_at_the_tier_the_previous_move_needed():
     """Self-play's games move in step, so each move's search starts at the tier its previous
     move's search needed (``least_tier``): a search runs again only where the room its

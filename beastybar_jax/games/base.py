@@ -196,7 +196,8 @@ class Afterstates(NamedTuple):
       capacity: ``capacity(N) -> (C, (R, ...))`` or ``(C, (R, ...), ((R, Q), ...))``, with
         ``compact``: the capacities the scorer asks for: the moves', the reply capacities a
         search tries in turn where the lists overflow (then the slots), and for answers the
-        (reply, answer) pairs in turn. The learners try the first only, then the slots: it
+        (reply, answer) pairs in turn; each at least the one before (a batch that fits one
+        fits the next). The learners try the first only, then the slots: it
         should hold batches that mix positions of every turn (``afterstate_scorer.MIXED``).
       replies: a second ply, ``replies(observation) -> (float32[K, R, size], int32[K, R])``:
         for each move slot, the opponent's legal replies as far as the observer knows them

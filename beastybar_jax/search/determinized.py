@@ -171,6 +171,9 @@ def _evaluate_node(game: Game, evaluate: Evaluator, states):
     one-tier evaluator (:meth:`NetworkEvaluator.at_tier`) the first tier whose rows hold
     the batch, else None."""
     logits, value, *least_tier = evaluate(states)
+    if least_tier and not jnp.issubdtype(jnp.asarray(least_tier[0]).dtype, jnp.integer):
+        raise TypeError(f"a one-tier evaluator returns (logits, value, least_tier int32[]): the first tier whose "
+                        f"rows hold the batch; got a third output of dtype {jnp.asarray(least_tier[0]).dtype}")
     legal = jax.vmap(game.legal_action_mask)(states)
     value = jnp.where(states.terminated, 0.0, value.astype(jnp.float32))
     return mask_logits(logits, legal), value, (least_tier[0] if least_tier else None)
@@ -282,8 +285,8 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
         and argmax of the combined policy for ``K > 1``. May be a traced bool, so one
         compiled function serves both.
       start_tier: with an evaluator that has tiers (an afterstate network's lists of
-        growing room, :class:`NetworkEvaluator`), the first to search at (an ``int`` or
-        ``int32[]``; clipped to the last): a previous search's ``least_tier``.
+        growing room, :class:`NetworkEvaluator`), the first to search at: an ``int`` or an
+        ``int32`` array, its largest (a previous search's ``least_tier``), clipped to the last.
 
     Returns:
       :class:`SearchOutput` with ``[B]`` / ``[B, A]`` fields.
@@ -320,7 +323,7 @@ def run_search(game: Game, evaluate: Evaluator, states, key: jax.Array, config: 
         output, least_tier = search(evaluate)
         passes = jnp.ones((), jnp.int32)
     else:
-        start = jnp.clip(jnp.asarray(start_tier, jnp.int32), 0, tiers - 1)
+        start = jnp.clip(jnp.max(jnp.asarray(start_tier, jnp.int32)), 0, tiers - 1)
         output = _no_output(batch, game.num_actions)
         least_tier, passes, done = jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), jnp.zeros((), bool)
         for tier in range(tiers):  # each search once in the program

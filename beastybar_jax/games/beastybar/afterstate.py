@@ -356,10 +356,9 @@ def afterstate_capacity(num_observations: int) -> tuple[int, tuple[int, ...], tu
       position).
 
     Each capacity is a copy of the engine in every program that scores with it, so there
-    are few: a pair for the turns without replies too (five pairs sized for random play ran
-    3.58 searches a move, these 1.29, each from the first). Self-play's searches start at
-    the capacity the previous move's needed. The learners score with the first capacity
-    (``afterstate_scorer.MIXED``).
+    are few: a pair for the turns without replies too (fewer searches a move than five pairs
+    sized for random play). Self-play's searches start at the capacity the previous move's
+    needed. The learners score with the first capacity (``afterstate_scorer.MIXED``).
     """
     n = num_observations
     moves = min(MAX_LEGAL_ACTIONS * n, 7 * n + 64)
