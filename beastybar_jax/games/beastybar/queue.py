@@ -171,7 +171,12 @@ def pack(queue):
 
 def unpack(packed):
     """``int32[5]`` queue (``-1`` empty) of a packed queue."""
-    return ((packed >> _SHIFTS) & 31) - 1
+    return _card_at(packed, INDEX)
+
+
+def _card_at(packed, slot):
+    """The card (``-1``: none) in ``slot`` (an int array: every slot it names) of a packed queue."""
+    return ((packed >> (_BITS * slot)) & 31) - 1
 
 
 def _run_codes(queue):
@@ -190,8 +195,8 @@ def _below(packed, n):
 
 def _card_set(packed):
     """``int32[]`` bit ``card`` set for each card in a packed queue."""
-    slots = (packed >> _SHIFTS) & 31
-    return jnp.sum(jnp.where(slots > 0, 1 << jnp.maximum(slots - 1, 0), 0))
+    cards = _card_at(packed, INDEX)
+    return jnp.sum(jnp.where(cards >= 0, 1 << jnp.maximum(cards, 0), 0))
 
 
 def _last_block(codes, cursor, actor_strength):
@@ -222,12 +227,11 @@ def recurring(queue, skip_card):
     def visit(_, carry):
         cards, codes, cursor = carry  # the packed cards and their packed run codes
         at = jnp.minimum(cursor, SLOTS)  # slot 5 reads as empty
-        actor = ((cards >> (_BITS * at)) & 31) - 1  # card, -1 if none
-        actor_species = jnp.where(actor >= C.NUM_SPECIES, actor - C.NUM_SPECIES, actor)
+        actor = _card_at(cards, at)
+        actor_species = species_of(actor)
         actor_strength = actor_species + 1
         last_block = _last_block(codes, cursor, actor_strength)
-        ahead = ((cards >> (_BITS * jnp.clip(cursor - 1, 0, SLOTS - 1))) & 31) - 1  # the card ahead (a giraffe's)
-        ahead_species = jnp.where(ahead >= C.NUM_SPECIES, ahead - C.NUM_SPECIES, ahead)
+        ahead_species = species_of(_card_at(cards, jnp.clip(cursor - 1, 0, SLOTS - 1)))  # a giraffe's
         run_start = last_block + 1  # first card of the weaker run ahead
         has_run = run_start < cursor
         is_hippo = actor_species == C.HIPPO
