@@ -363,11 +363,10 @@ def random_positions():
 
 @pytest.mark.gpu
 def test_the_engine_traced_for_a_gpu_plays_as_traced_for_a_cpu():
-    """The engine traced for a GPU (the recurring phase's visits unrolled into one
-    kernel; a loop on a CPU, where XLA would copy the unrolled chain into every
-    consumer) steps, masks and observes every position of random games exactly as the
-    CPU's form on the same device, illegal and out-of-range actions included (on a
-    GPU, a check of its compiler)."""
+    """The engine traced for a GPU (the recurring phase's visits one Pallas kernel: on a
+    CPU, in Pallas's interpreter) steps, masks and observes every position of random games
+    exactly as the CPU's form (a loop of XLA operations) on the same device, illegal and
+    out-of-range actions included (on a GPU, a check of Triton's compiler)."""
     from helpers import random_playout
     from beastybar_jax.games import tracing
 
@@ -380,17 +379,41 @@ def test_the_engine_traced_for_a_gpu_plays_as_traced_for_a_cpu():
         after = jax.vmap(game.step)(states, actions)
         return after, jax.vmap(game.legal_action_mask)(after), jax.vmap(game.observe)(after, after.current_player)
 
-    results, loops = [], []
+    results, kernels = [], []
     for for_gpu in (False, True):
-        with tracing.for_gpu(for_gpu):
+        with tracing.for_gpu(for_gpu, interpret=jax.default_backend() == "cpu"):
             # A new function each time: JAX would reuse the first one's trace.
-            lowered = jax.jit(lambda s, a: play(s, a)).lower(states, actions)
-        loops.append(lowered.as_text().count("stablehlo.while"))
-        results.append(lowered.compile()(states, actions))
-    assert loops[1] < loops[0]  # two forms, not one trace twice
+            kernels.append(str(jax.make_jaxpr(lambda s, a: play(s, a))(states, actions)).count("pallas_call"))
+            results.append(jax.jit(lambda s, a: play(s, a))(states, actions))
+    assert kernels == [0, 1]  # two forms, not one trace twice
     for want, got in zip(jax.tree.leaves(results[0]), jax.tree.leaves(results[1])):
         np.testing.assert_array_equal(np.asarray(want), np.asarray(got))
     assert bool(jnp.any(results[0][0].terminated & ~states.terminated))  # the sample reaches the end of games
+
+
+@pytest.mark.gpu
+def test_the_recurring_phase_as_a_gpu_kernel_moves_every_queue_as_the_loop_does():
+    """The recurring phase as one Pallas kernel (a GPU's form; on a CPU, in Pallas's
+    interpreter) leaves the queue and sends to THAT'S IT exactly what the CPU's loop does,
+    for 20,000 random queues (either owner's cards, gaps anywhere, the giraffe to skip or
+    none): a batch, a batch of batches (one kernel over both) and one queue."""
+    from beastybar_jax.games import tracing
+    from beastybar_jax.games.beastybar import queue as Q
+
+    rng = np.random.default_rng(5)
+    queues = rng.integers(-1, C.NUM_CARDS, size=(20_000, C.QUEUE_SLOTS)).astype(np.int32)
+    skip = np.where(rng.random(20_000) < 0.5, queues[np.arange(20_000), rng.integers(0, 5, 20_000)], -1)
+    want = jax.jit(jax.vmap(Q.recurring))(queues, skip)
+    with tracing.for_gpu(interpret=jax.default_backend() == "cpu"):
+        batch = jax.jit(jax.vmap(Q.recurring))(queues, skip)
+        nested = jax.jit(jax.vmap(jax.vmap(Q.recurring)))(queues.reshape(100, 200, -1), skip.reshape(100, 200))
+        one = jax.jit(Q.recurring)(queues[7], skip[7])
+    for got in (batch, jax.tree.map(lambda x: x.reshape(20_000, -1), nested)):
+        for w, g in zip(want, got):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    np.testing.assert_array_equal(np.asarray(one[0]), np.asarray(want[0][7]))
+    moved = np.any(np.asarray(want[0]) != queues, axis=1)
+    assert moved.mean() > 0.3 and np.asarray(want[1]).any(axis=1).mean() > 0.1  # queues that change, cards eaten
 
 
 def test_the_run_a_hippo_or_crocodile_passes_is_found_for_all_slots_at_once():

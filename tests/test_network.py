@@ -140,7 +140,8 @@ def test_the_torso_kernel_gives_the_networks_outputs(models, observations, dtype
     network's outputs to the compute dtype's rounding, on 70 rows (a block of 64 and a
     part block) and perturbed weights (a wrong LayerNorm, bias or ReLU would show), from
     the weights :func:`precast` cast; ``for_inference()`` picks the kernel only where
-    traced for a GPU, in bfloat16 (the learners' XLA form is what they differentiate)."""
+    traced for a GPU, in bfloat16 (the learners' XLA form is what they differentiate), and
+    the interpreter's where ``for_gpu(interpret=True)`` says so."""
     from beastybar_jax.games import tracing
 
     network = make_network(NetworkConfig(torso="mlp", width=WIDTH, depth=2, dtype=dtype), GAME)
@@ -159,11 +160,13 @@ def test_the_torso_kernel_gives_the_networks_outputs(models, observations, dtype
             want, name)).max(), err_msg=name)
     assert np.ptp(np.asarray(want.value)) > 0.1  # the rows differ
 
-    def uses_kernel(network, for_gpu):
-        with tracing.for_gpu(for_gpu):
-            return "pallas_call" in str(jax.make_jaxpr(network.apply)(params, rows))
+    def uses_kernel(network, for_gpu, interpret=False):
+        with tracing.for_gpu(for_gpu, interpret=interpret):
+            jaxpr = str(jax.make_jaxpr(network.apply)(params, rows))
+        return "pallas_call" in jaxpr and ("interpret" if "interpret=True" in jaxpr else "pallas")
 
-    assert uses_kernel(network.for_inference(), True) == (dtype == "bfloat16")
+    assert uses_kernel(network.for_inference(), True) == (dtype == "bfloat16" and "pallas")
+    assert uses_kernel(network.for_inference(), True, interpret=True) == (dtype == "bfloat16" and "interpret")
     assert not uses_kernel(network.for_inference(), False) and not uses_kernel(network, True)
 
 

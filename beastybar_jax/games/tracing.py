@@ -3,7 +3,7 @@
 A few functions are written two ways with the same results (the torso's within float rounding),
 one for each kind of device: the MLP torso as one Pallas kernel on a GPU, XLA operations elsewhere
 (``network.py``), the afterstate lists' ``searchsorted`` (``games/beastybar/afterstate.py``)
-and the recurring phase's visits, unrolled on a GPU (``games/beastybar/queue.py``).
+and the recurring phase's visits, one Pallas kernel on a GPU (``games/beastybar/queue.py``).
 The backend is JAX's default one, or :func:`for_gpu`'s inside its block: to compile for a
 GPU on a machine without one (``jax.export``, deviceless compilation) or to compare both
 forms. It is read when a function is traced, so it holds for everything traced inside
@@ -22,21 +22,31 @@ import jax
 
 # Per thread, as JAX's own trace state: the web app and play.py trace in several threads.
 _FOR_GPU: contextvars.ContextVar[Optional[bool]] = contextvars.ContextVar("for_gpu", default=None)
+_INTERPRET: contextvars.ContextVar[bool] = contextvars.ContextVar("interpret_kernels", default=False)
 
 
 @contextlib.contextmanager
-def for_gpu(enabled: bool = True) -> Iterator[None]:
+def for_gpu(enabled: bool = True, *, interpret: bool = False) -> Iterator[None]:
     """Within the block, trace as for a GPU (``True``) or for a CPU (``False``) whatever
     JAX's default backend: to compile for a GPU on a machine without one (``jax.export``,
-    deviceless compilation) or to compare both forms."""
-    token = _FOR_GPU.set(enabled)
+    deviceless compilation) or to compare both forms. ``interpret``: the GPU forms' Pallas
+    kernels run in Pallas's interpreter (:func:`kernels_interpreted`), so that a CPU can run
+    them; else they are Triton's, which only a GPU runs."""
+    tokens = _FOR_GPU.set(enabled), _INTERPRET.set(interpret)
     try:
         yield
     finally:
-        _FOR_GPU.reset(token)
+        _FOR_GPU.reset(tokens[0])
+        _INTERPRET.reset(tokens[1])
 
 
 def traced_for_gpu() -> bool:
     """Whether what is traced now is for a GPU (see :func:`for_gpu`)."""
     enabled = _FOR_GPU.get()
     return jax.default_backend() != "cpu" if enabled is None else enabled
+
+
+def kernels_interpreted() -> bool:
+    """Whether the Pallas kernels of what is traced now run in Pallas's interpreter (see
+    :func:`for_gpu`)."""
+    return _INTERPRET.get()

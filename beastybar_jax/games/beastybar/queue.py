@@ -12,7 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from beastybar_jax.games.beastybar import cards as C
-from beastybar_jax.games.tracing import traced_for_gpu
+from beastybar_jax.games.tracing import kernels_interpreted, traced_for_gpu
+from beastybar_jax.per_game import on_each_device
 
 SLOTS = C.QUEUE_SLOTS
 # Built with NumPy and put on the device once: an eager jnp op here would compile a program at import.
@@ -155,9 +156,10 @@ RECURRING_STEPS = SLOTS + 2 * 3
 # second. Moving or eating cards is then a handful of shifts and masks per game
 # instead of a 5x5 reordering per visit, and finding the run a hippo or crocodile
 # passes is a few operations on the second word for all five slots at once (SWAR),
-# not a scan of the slots: on a GPU the 11 visits, unrolled, are one kernel, and a
-# smaller one compiles faster (XLA's fusion pass costs more than linearly in a
-# kernel's size; docs/performance.md).
+# not a scan of the slots. On a GPU the visits are one Pallas kernel that loops on the
+# device (:func:`_visits_kernel`): unrolled into one XLA fusion of ~1,150 operations they
+# cost XLA's fusion pass ~2 s to compile in each of an iteration's ~20 engine steps (the
+# pass costs more than linearly in a kernel's size; docs/performance.md).
 _BITS = 5
 _SHIFTS = jax.device_put(_BITS * np.arange(SLOTS, dtype=np.int32))  # [5]
 _LOW = sum(1 << (_BITS * i) for i in range(SLOTS))  # bit 0 of every slot
@@ -223,6 +225,25 @@ def recurring(queue, skip_card):
     Returns:
       ``(new_queue [5], removed_cards bool[24])``.
     """
+    packed = pack(queue)
+    skip_card = jnp.asarray(skip_card, jnp.int32)
+    if traced_for_gpu():
+        final = on_each_device(_visits_kernel, packed[None], _run_codes(queue)[None], skip_card[None])[0]
+    else:
+        # The barrier hides the first visit's constant cursor from XLA's constant folding,
+        # which would otherwise evaluate batch-sized constant arrays at compile time: seconds
+        # more to compile the afterstates of a large batch (100,000 observations and more).
+        init = jax.lax.optimization_barrier((packed, _run_codes(queue), jnp.zeros((), jnp.int32)))
+        final = _visits(*init, skip_card)
+    removed = _card_set(packed) & ~_card_set(final)
+    removed_cards = ((removed >> jnp.arange(C.NUM_CARDS)) & 1).astype(bool)
+    return unpack(final), removed_cards
+
+
+def _visits(cards, codes, cursor, skip_card):
+    """The packed cards after the recurring phase's visits from ``cursor`` (0: the front),
+    given the packed cards and run codes: elementwise, for one game or a block of games
+    (the kernel's)."""
 
     def visit(_, carry):
         cards, codes, cursor = carry  # the packed cards and their packed run codes
@@ -240,8 +261,7 @@ def recurring(queue, skip_card):
                  & (ahead_species + 1 < actor_strength))
         # Hippo or giraffe: the actor moves to slot ``to``, the cards from ``to`` up to the
         # cursor move back one slot. Crocodile: the run from ``run_start`` up to the cursor
-        # is eaten. (Two words of the batch's shape, not one [2] array: XLA fuses a visit's
-        # operations into one kernel only where they have one shape.)
+        # is eaten. (Every shift is below 32 bits, as a GPU kernel needs.)
         to = jnp.where(is_hippo & has_run, run_start, jnp.where(jumps, cursor - 1, at))
         eats = is_croc & has_run
 
@@ -256,14 +276,29 @@ def recurring(queue, skip_card):
         cursor = jnp.where((is_hippo | is_croc) & has_run, last_block + 2, cursor + 1)
         return rearranged(cards), rearranged(codes), cursor
 
-    packed = pack(queue)
-    # The barrier hides the first visit's constant cursor from XLA's constant folding,
-    # which would otherwise evaluate batch-sized constant arrays at compile time: seconds
-    # more to compile the afterstates of a large batch (100,000 observations and more).
-    init = jax.lax.optimization_barrier((packed, _run_codes(queue), jnp.zeros((), jnp.int32)))
-    # Unrolled for a GPU; a loop on a CPU, where XLA copies the unrolled chain into each of
-    # its consumers (the engine's step and observation: 2.7x slower).
-    final, _, _ = jax.lax.fori_loop(0, RECURRING_STEPS, visit, init, unroll=traced_for_gpu())
-    removed = _card_set(packed) & ~_card_set(final)
-    removed_cards = ((removed >> jnp.arange(C.NUM_CARDS)) & 1).astype(bool)
-    return unpack(final), removed_cards
+    final, _, _ = jax.lax.fori_loop(0, RECURRING_STEPS, visit, (cards, codes, cursor))
+    return final
+
+
+KERNEL_BLOCK = 128  # games per kernel program, one a thread
+
+
+def _visits_kernel(cards, codes, skip_card):
+    """:func:`_visits` of a batch of games ``int32[N]`` as one Pallas kernel (Triton's, or
+    Pallas's interpreter where ``tracing.for_gpu(interpret=True)``: a CPU runs it so)."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
+
+    num = cards.shape[0]
+
+    def kernel(cards_ref, codes_ref, skip_ref, out_ref):
+        rows = pl.program_id(0) * KERNEL_BLOCK + jnp.arange(KERNEL_BLOCK, dtype=jnp.int32)
+        present = rows < num
+        load = lambda ref: plgpu.load(ref.at[rows], mask=present, other=0)  # noqa: E731
+        cards = load(cards_ref)
+        plgpu.store(out_ref.at[rows], _visits(cards, load(codes_ref), jnp.zeros_like(cards), load(skip_ref)),
+                    mask=present)
+
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((num,), jnp.int32),
+                          grid=(pl.cdiv(num, KERNEL_BLOCK),), interpret=kernels_interpreted(), name="recurring",
+                          compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=1))(cards, codes, skip_card)
