@@ -302,7 +302,7 @@ def part_iteration(s: dict, out: str, log) -> list[dict]:
     yield figure("alphazero_iteration_seconds", r["iteration_seconds"], "s", simulations_per_second=r[
         "simulations_per_second"], peak_device_memory_bytes=peak_memory_bytes(), **context)
     yield figure("alphazero_games_per_second", r["games_per_second"], "games/s", **context)
-    yield figure("alphazero_compile_seconds", r["compile_seconds"], "s", **context)
+    yield figure("alphazero_compile_seconds", r["compile_seconds"], "s", trace_seconds=r["trace_seconds"], **context)
     yield figure("alphazero_ops_per_simulation", r["body_ops"], "ops", loops_inside=r["body_nested_loops"], **context)
     if "device_busy_share" in r:
         yield figure("alphazero_device_busy_share", r["device_busy_share"], "share",
@@ -314,6 +314,7 @@ def part_iteration(s: dict, out: str, log) -> list[dict]:
     gpu = {k: p[k] for k in ("gpu_utilization", "gpu_power_w", "gpu_power_share") if k in p}
     context = dict(config=s["ppo_config"], batch_size=ppo.num_games, **gpu)
     yield figure("ppo_iteration_seconds", p["iteration_seconds"], "s", compile_seconds=p["compile_seconds"],
+                 trace_seconds=p["trace_seconds"],
                  peak_device_memory_bytes=peak_memory_bytes(), rollout_step_ops=p["body_ops"], **context)
     yield figure("ppo_env_steps_per_second", p["env_steps_per_second"], "steps/s",
                  device_busy_share=p.get("device_busy_share"), **context)

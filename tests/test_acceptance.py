@@ -50,6 +50,8 @@ def test_tiny_scale_runs_every_part_and_reports_each_figure(tiny_report):
                  "learner_sims_per_second", "ppo_env_steps_per_second"):
         assert figures[name]["value"] > 0, name
         assert figures[name].get("compile_seconds", 1.0) > 0, name  # compile time is reported apart
+    compile_s = figures["alphazero_compile_seconds"]
+    assert 0 < compile_s["trace_seconds"] < compile_s["value"]  # and of it JAX's tracing, before XLA's compiler
     assert figures["ppo_env_steps_per_second"]["met"] in (True, False)  # a target sits next to the figure
     assert 0.0 <= figures["strength_raw_vs_heuristic"]["value"] <= 1.0
     assert figures["strength_raw_vs_heuristic"]["games"] == 10

@@ -173,9 +173,18 @@ def initial_state(trainer, config):
 
 def compile_seconds(jitted, *args) -> tuple[Any, float]:
     """``(compiled, seconds)``: ``jitted.lower(*args).compile()`` and its wall time."""
+    compiled, trace_s, xla_s = compile_parts(jitted, *args)
+    return compiled, trace_s + xla_s
+
+
+def compile_parts(jitted, *args) -> tuple[Any, float, float]:
+    """``(compiled, trace seconds, XLA seconds)``: ``jitted.lower(*args)`` (JAX tracing and
+    lowering, in Python) and ``.compile()`` (XLA's passes and code generation), timed apart."""
     start = time.perf_counter()
-    compiled = jitted.lower(*args).compile()
-    return compiled, time.perf_counter() - start
+    lowered = jitted.lower(*args)
+    traced = time.perf_counter()
+    compiled = lowered.compile()
+    return compiled, traced - start, time.perf_counter() - traced
 
 
 TARGETS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets")

@@ -3,7 +3,8 @@ open in TensorBoard's profile plugin or Perfetto, the operations each simulation
 body runs (each a kernel launch on a GPU), and, on a GPU, the kernels the device ran and
 the share of the iteration's wall time it was busy.
 
-The iteration is the one ``train.py`` runs: compiled first (compile time apart), then
+The iteration is the one ``train.py`` runs: compiled first (compile time apart, and of it
+the time JAX spent tracing and lowering, in Python, before XLA's compiler), then
 enough warm-up iterations that the timed one learns (AlphaZero's replay buffer holds
 games), then ``--iterations`` traced ones, each ended with ``block_until_ready``. The
 device's busy time is the union of its kernels' intervals on its streams; on a CPU the
@@ -65,7 +66,7 @@ def profile_iteration(config, trace_dir: str, iterations: int, repeats: int = 0)
 
     trainer = make_trainer(config)
     state = common.initial_state(trainer, config)
-    compiled, compile_s = common.compile_seconds(trainer.iteration, state, jax.random.key(1))
+    compiled, trace_s, xla_s = common.compile_parts(trainer.iteration, state, jax.random.key(1))
     if config.algorithm == "alphazero":
         warmup = -(-trainer.game.max_game_length // config.alphazero.moves_per_iteration) + 1
         loop_trips = config.search.num_simulations
@@ -100,7 +101,8 @@ def profile_iteration(config, trace_dir: str, iterations: int, repeats: int = 0)
                body_ops=body.total, body_by_opcode=body.by_opcode,
                body_nested_loops=[list(loop) for loop in body.nested_loops], body_bytes=body.bytes,
                body_bytes_by_scope=body.bytes_by_scope, iteration_seconds=best if repeats else wall, traced_iteration_seconds=wall,
-               compile_seconds=compile_s, simulations=simulations, trace_dir=trace_dir, **gpu)
+               compile_seconds=trace_s + xla_s, trace_seconds=trace_s, simulations=simulations, trace_dir=trace_dir,
+               **gpu)
     if repeats:
         row.update(games_per_second=finished / best, simulations_per_second=simulations / best if simulations else None)
         if config.algorithm != "alphazero":
@@ -126,14 +128,14 @@ def compile_only(config, target: str) -> dict:
     with tracing.for_gpu(), mctx_patch.installed("static-pallas"):  # as traced on a GPU
         trainer = make_trainer(config, mesh=mesh)
         key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=NamedSharding(mesh, PartitionSpec()))
-        compiled, compile_s = common.compile_seconds(trainer.iteration, abstract_state(trainer), key)
+        compiled, trace_s, xla_s = common.compile_parts(trainer.iteration, abstract_state(trainer), key)
     trips = config.search.num_simulations if config.algorithm == "alphazero" else config.ppo.rollout_length
     body = programs.loop_ops(compiled.as_text(), trips)
     return dict(config=config.name, algorithm=config.algorithm, num_games=config.num_games, compiled_for=target,
                 loop="simulation" if config.algorithm == "alphazero" else "rollout step", loop_trips=trips,
                 body_ops=body.total, body_by_opcode=body.by_opcode,
                 body_nested_loops=[list(loop) for loop in body.nested_loops], body_bytes=body.bytes,
-                body_bytes_by_scope=body.bytes_by_scope, compile_seconds=compile_s)
+                body_bytes_by_scope=body.bytes_by_scope, compile_seconds=trace_s + xla_s, trace_seconds=trace_s)
 
 
 def _bytes_progress(row: dict) -> None:
@@ -150,12 +152,13 @@ def run(args: argparse.Namespace) -> int:
         nested = "".join(f" + a loop of {ops} x {trips or 'a data-dependent count'}"
                          for ops, trips in row["body_nested_loops"])
         common.progress(f"{row['loop']} loop body compiled for {args.compile_for}: {row['body_ops']} ops{nested}; "
-                        f"compile {row['compile_seconds']:.1f} s")
+                        f"compile {row['compile_seconds']:.1f} s ({row['trace_seconds']:.1f} s of it tracing)")
         _bytes_progress(row)
         common.print_table(machine, [("config", lambda r: r["config"]), ("games", lambda r: r["num_games"]),
                                      (f"ops per {row['loop']}", lambda r: r["body_ops"]),
                                      ("MB per step", lambda r: f"{r['body_bytes'] / 1e6:.0f}"),
-                                     ("compile s", lambda r: f"{r['compile_seconds']:.1f}")], [row])
+                                     ("compile s", lambda r: f"{r['compile_seconds']:.1f}"),
+                                     ("of it tracing", lambda r: f"{r['trace_seconds']:.1f}")], [row])
         return common.write_report(args.out, "profile", machine, args, [row], base_config=base.to_dict())
     trace_dir = args.trace_dir or os.path.join("bench_results", "profile", base.name)
     row = profile_iteration(base, trace_dir, args.iterations, args.repeats)
@@ -178,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
         ("kernels/iteration", lambda r: f"{r['kernels_per_iteration']:.0f}" if "kernels_per_iteration" in r else "-"),
         ("device busy", lambda r: f"{100 * r['device_busy_share']:.0f}%" if "device_busy_share" in r else "-"),
         ("compile s", lambda r: f"{r['compile_seconds']:.1f}"),
+        ("of it tracing", lambda r: f"{r['trace_seconds']:.1f}"),
     ], [row])
     return common.write_report(args.out, "profile", machine, args, [row], base_config=base.to_dict())
 
