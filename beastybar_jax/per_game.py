@@ -47,7 +47,8 @@ def on_each_device(fn: Callable[..., Any], *games: jax.Array, shared: Sequence[j
     rule) that each device runs ``fn`` on its own games. On one device JAX inlines ``fn``
     unchanged. Under ``jax.vmap`` the mapped axis joins the games (one call on ``[V * B,
     ...]``: split games stay split where the mapped axis is the split one), or, where
-    ``shared`` is mapped, ``fn`` is vmapped as it is. Not differentiable (inference kernels).
+    ``shared`` is mapped, ``fn`` is vmapped as it is. Not differentiable: where a program
+    is (the learners'), no tangent may reach its arguments (the engine's are integers).
 
     Over several devices the program names the kernel by a callback of this process, which
     is all JAX's persistent compilation cache would see of it: so the kernel's own program
@@ -74,7 +75,8 @@ def on_each_device(fn: Callable[..., Any], *games: jax.Array, shared: Sequence[j
                   for x, batched in zip(arrays[:num_games], in_batched)]
         merged = [x.reshape((-1,) + x.shape[2:]) for x in merged]
         out = on_each_device(fn, *merged, shared=arrays[num_games:])
-        out = jax.tree.map(lambda x: x.reshape((axis_size, -1) + x.shape[1:]), out)
+        num = arrays[in_batched.index(True)].shape[1]  # games a mapped call (the batch may be empty)
+        out = jax.tree.map(lambda x: x.reshape((axis_size, num) + x.shape[1:]), out)
         return out, jax.tree.map(lambda _: True, out)
 
     return call(*games, *shared)

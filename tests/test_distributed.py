@@ -190,6 +190,8 @@ def test_a_split_batch_searches_without_talking_between_devices_but_to_end_its_l
     # A split kernel is a callback's number in its program: the program must also say which
     # kernel, or JAX's compilation cache could hand one kernel's executable to another.
     assert found["kernel_programs"] == [True, True]
+    # The engine traced for a GPU compiles where XLA splits a batch of games unevenly.
+    assert found["gpu_engine_on_uneven_groups"] is True
 
 
 def test_processes_with_different_configs_are_refused(tmp_path, cache_dir):

@@ -396,7 +396,7 @@ def test_the_recurring_phase_as_a_gpu_kernel_moves_every_queue_as_the_loop_does(
     """The recurring phase as one Pallas kernel (a GPU's form; on a CPU, in Pallas's
     interpreter) leaves the queue and sends to THAT'S IT exactly what the CPU's loop does,
     for 20,000 random queues (either owner's cards, gaps anywhere, the giraffe to skip or
-    none): a batch, a batch of batches (one kernel over both) and one queue."""
+    none): a batch, a batch of batches (one kernel over both), one queue and none."""
     from beastybar_jax.games import tracing
     from beastybar_jax.games.beastybar import queue as Q
 
@@ -408,10 +408,12 @@ def test_the_recurring_phase_as_a_gpu_kernel_moves_every_queue_as_the_loop_does(
         batch = jax.jit(jax.vmap(Q.recurring))(queues, skip)
         nested = jax.jit(jax.vmap(jax.vmap(Q.recurring)))(queues.reshape(100, 200, -1), skip.reshape(100, 200))
         one = jax.jit(Q.recurring)(queues[7], skip[7])
+        empty = jax.jit(jax.vmap(Q.recurring))(queues[:0], skip[:0])
     for got in (batch, jax.tree.map(lambda x: x.reshape(20_000, -1), nested)):
         for w, g in zip(want, got):
             np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
     np.testing.assert_array_equal(np.asarray(one[0]), np.asarray(want[0][7]))
+    assert [x.shape for x in empty] == [(0, C.QUEUE_SLOTS), (0, C.NUM_CARDS)]
     moved = np.any(np.asarray(want[0]) != queues, axis=1)
     assert moved.mean() > 0.3 and np.asarray(want[1]).any(axis=1).mean() > 0.1  # queues that change, cards eaten
 

@@ -3,7 +3,7 @@ the collectives inside the loops of a search whose games are split over the CPU 
 (run with ``--xla_force_host_platform_device_count``): one entry per collective, ``{"op":
 ..., "name": ...}`` (its kind and JAX's op name); the op names of the while loops; and
 the largest difference between the split search's action weights and one device's. Also
-:func:`kernel_programs`. ``tests/test_distributed.py`` runs it in a subprocess with 4 devices.
+:func:`kernel_programs` and :func:`gpu_engine_on_uneven_groups`. ``tests/test_distributed.py`` runs it in a subprocess with 4 devices.
 
 The search: Beasty Bar, Gumbel, 2 worlds per state, a linear evaluator, 8 games from their
 deal. ``"dynamic"`` is the CPU's loop, ``"static-interpret"`` the GPU's program (the walk
@@ -89,6 +89,26 @@ def loop_collectives(text: str) -> tuple[list[dict], int]:
     return found, loop_names
 
 
+def gpu_engine_on_uneven_groups() -> bool:
+    """Whether the afterstate lists of 2 groups of 128 deals split over the devices (a split
+    XLA cannot give a custom call evenly on 4), traced for a GPU (kernels interpreted),
+    compile and equal the CPU form's."""
+    from beastybar_jax.games import tracing
+    from beastybar_jax.games.beastybar.afterstate import compact_afterstates
+
+    split = NamedSharding(Mesh(np.asarray(jax.devices()), ("data",)), P("data"))
+    states = jax.vmap(BEASTYBAR.init)(jax.random.split(jax.random.key(2), 256))
+    observations = jax.device_put(jax.vmap(BEASTYBAR.observe)(states, states.current_player), split)
+
+    def lists(observations):
+        return jax.vmap(lambda group: compact_afterstates(group, 640, 0))(observations.reshape(2, 128, -1))
+
+    want = jax.jit(lists)(observations)
+    with tracing.for_gpu(interpret=True):
+        got = jax.jit(lambda o: lists(o))(observations)
+    return all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)))
+
+
 def kernel_programs() -> tuple[bool, bool]:
     """Whether two split programs that differ only inside a per-device kernel
     (``per_game.on_each_device``) differ as JAX's compilation cache sees them (the text
@@ -106,7 +126,8 @@ def kernel_programs() -> tuple[bool, bool]:
 
 
 if __name__ == "__main__":
-    report = {"devices": jax.device_count(), "kernel_programs": kernel_programs()}
+    report = {"devices": jax.device_count(), "kernel_programs": kernel_programs(),
+              "gpu_engine_on_uneven_groups": gpu_engine_on_uneven_groups()}
     for loop in sys.argv[1:]:
         text, difference = split_search(loop)
         collectives, loops = loop_collectives(text)

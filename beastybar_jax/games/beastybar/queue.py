@@ -7,6 +7,8 @@ getting a key between its new neighbours') and a mask of slots sent to THAT'S IT
 products: no sorts, scatters or Python branches, so it vmaps well on any backend.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -156,9 +158,9 @@ RECURRING_STEPS = SLOTS + 2 * 3
 # second. Moving or eating cards is then a handful of shifts and masks per game
 # instead of a 5x5 reordering per visit, and finding the run a hippo or crocodile
 # passes is a few operations on the second word for all five slots at once (SWAR),
-# not a scan of the slots. On a GPU the visits are one Pallas kernel that loops on the
+# not a scan of the slots. On one GPU the visits are one Pallas kernel that loops on the
 # device (:func:`_visits_kernel`): unrolled into one XLA fusion of ~1,150 operations they
-# cost XLA's fusion pass ~2 s to compile in each of an iteration's ~20 engine steps (the
+# cost XLA's fusion pass ~2 s to compile in each of an iteration's ~21 engine steps (the
 # pass costs more than linearly in a kernel's size; docs/performance.md).
 _BITS = 5
 _SHIFTS = jax.device_put(_BITS * np.arange(SLOTS, dtype=np.int32))  # [5]
@@ -227,23 +229,28 @@ def recurring(queue, skip_card):
     """
     packed = pack(queue)
     skip_card = jnp.asarray(skip_card, jnp.int32)
-    if traced_for_gpu():
-        final = on_each_device(_visits_kernel, packed[None], _run_codes(queue)[None], skip_card[None])[0]
+    if traced_for_gpu() and jax.device_count() == 1:
+        # The interpreter's or Triton's, fixed now (JAX may trace the kernel again later).
+        kernel = functools.partial(_visits_kernel, interpret=kernels_interpreted())
+        final = on_each_device(kernel, packed[None], _run_codes(queue)[None], skip_card[None])[0]
     else:
-        # The barrier hides the first visit's constant cursor from XLA's constant folding,
-        # which would otherwise evaluate batch-sized constant arrays at compile time: seconds
-        # more to compile the afterstates of a large batch (100,000 observations and more).
+        # Over several devices XLA may split a batch of games unevenly (the afterstate
+        # scorer's groups: 2 over 4 devices) and a custom call's partitioning cannot follow
+        # it: there a GPU runs the visits unrolled, one XLA fusion. The barrier hides the
+        # first visit's constant cursor from XLA's constant folding, which would otherwise
+        # evaluate batch-sized constant arrays at compile time: seconds more to compile the
+        # afterstates of a large batch (100,000 observations and more).
         init = jax.lax.optimization_barrier((packed, _run_codes(queue), jnp.zeros((), jnp.int32)))
-        final = _visits(*init, skip_card)
+        final = _visits(*init, skip_card, unroll=traced_for_gpu())
     removed = _card_set(packed) & ~_card_set(final)
     removed_cards = ((removed >> jnp.arange(C.NUM_CARDS)) & 1).astype(bool)
     return unpack(final), removed_cards
 
 
-def _visits(cards, codes, cursor, skip_card):
+def _visits(cards, codes, cursor, skip_card, unroll: bool = False):
     """The packed cards after the recurring phase's visits from ``cursor`` (0: the front),
     given the packed cards and run codes: elementwise, for one game or a block of games
-    (the kernel's)."""
+    (the kernel's). ``unroll``: the visits written out, not a loop."""
 
     def visit(_, carry):
         cards, codes, cursor = carry  # the packed cards and their packed run codes
@@ -261,7 +268,9 @@ def _visits(cards, codes, cursor, skip_card):
                  & (ahead_species + 1 < actor_strength))
         # Hippo or giraffe: the actor moves to slot ``to``, the cards from ``to`` up to the
         # cursor move back one slot. Crocodile: the run from ``run_start`` up to the cursor
-        # is eaten. (Every shift is below 32 bits, as a GPU kernel needs.)
+        # is eaten. (Every shift is below 32 bits, as a GPU kernel needs; two words of the
+        # batch's shape, not one [2] array: XLA fuses unrolled visits into one kernel only
+        # where they have one shape.)
         to = jnp.where(is_hippo & has_run, run_start, jnp.where(jumps, cursor - 1, at))
         eats = is_croc & has_run
 
@@ -276,20 +285,22 @@ def _visits(cards, codes, cursor, skip_card):
         cursor = jnp.where((is_hippo | is_croc) & has_run, last_block + 2, cursor + 1)
         return rearranged(cards), rearranged(codes), cursor
 
-    final, _, _ = jax.lax.fori_loop(0, RECURRING_STEPS, visit, (cards, codes, cursor))
+    final, _, _ = jax.lax.fori_loop(0, RECURRING_STEPS, visit, (cards, codes, cursor), unroll=unroll)
     return final
 
 
 KERNEL_BLOCK = 128  # games per kernel program, one a thread
 
 
-def _visits_kernel(cards, codes, skip_card):
-    """:func:`_visits` of a batch of games ``int32[N]`` as one Pallas kernel (Triton's, or
-    Pallas's interpreter where ``tracing.for_gpu(interpret=True)``: a CPU runs it so)."""
+def _visits_kernel(cards, codes, skip_card, *, interpret: bool):
+    """:func:`_visits` of a batch of games ``int32[N]`` as one Pallas kernel: Triton's, or
+    with ``interpret`` Pallas's interpreter (``tracing.for_gpu(interpret=True)``: a CPU runs it so)."""
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 
     num = cards.shape[0]
+    if num == 0:  # no kernel to launch
+        return cards
 
     def kernel(cards_ref, codes_ref, skip_ref, out_ref):
         rows = pl.program_id(0) * KERNEL_BLOCK + jnp.arange(KERNEL_BLOCK, dtype=jnp.int32)
@@ -300,5 +311,5 @@ def _visits_kernel(cards, codes, skip_card):
                     mask=present)
 
     return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((num,), jnp.int32),
-                          grid=(pl.cdiv(num, KERNEL_BLOCK),), interpret=kernels_interpreted(), name="recurring",
+                          grid=(pl.cdiv(num, KERNEL_BLOCK),), interpret=interpret, name="recurring",
                           compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=1))(cards, codes, skip_card)
