@@ -44,7 +44,7 @@ from beastybar_jax import afterstate_scorer
 from beastybar_jax.afterstate_scorer import AfterstateConfig
 from beastybar_jax import torso_kernel
 from beastybar_jax.games.base import Afterstates, Game, TokenLayout
-from beastybar_jax.games.tracing import kernels_interpreted, traced_for_gpu
+from beastybar_jax.games.tracing import pallas_kernels, traced_for_gpu
 from beastybar_jax.validation import ConfigError, ConfigModel, Int, check
 
 TORSOS = ("mlp", "attention")
@@ -177,14 +177,14 @@ TORSO_KERNELS = ("xla", "auto", "pallas", "interpret")
 
 def _torso_kernel(kernel: str, width: int, dtype) -> str:
     """``"auto"`` resolved when traced: the Pallas kernel for a bfloat16 torso traced for a
-    GPU (``games.tracing.for_gpu``; interpreted where it says so), else XLA operations."""
+    GPU (``games.tracing.for_gpu``: Triton's, interpreted or none, as it says), else XLA operations."""
     if kernel not in TORSO_KERNELS:
         raise ValueError(f"torso_kernel must be one of {TORSO_KERNELS}, got {kernel!r}")
     if kernel == "auto":
         usable = jnp.dtype(dtype) == jnp.dtype(jnp.bfloat16) and torso_kernel.supports(width, dtype)
-        if not (usable and traced_for_gpu()):
+        if not (usable and traced_for_gpu()) or pallas_kernels() == "xla":
             return "xla"
-        return "interpret" if kernels_interpreted() else "pallas"
+        return "interpret" if pallas_kernels() == "interpret" else "pallas"
     return kernel
 
 

@@ -218,6 +218,8 @@ def part_conformance(s: dict, out: str, log) -> list[dict]:
 
 
 def part_engine(s: dict, out: str, log) -> list[dict]:
+    import jax
+
     bench = benchmarks()
     for batch in s["engine_batches"]:
         for with_observation in (False, True):
@@ -229,6 +231,12 @@ def part_engine(s: dict, out: str, log) -> list[dict]:
                 name += "_1M"
             yield figure(name, r["steps_per_second"], "steps/s", batch_size=batch, num_steps=r["num_steps"],
                          compile_seconds=r["compile_seconds"])
+    if jax.default_backend() == "gpu":  # what the engine's Pallas kernel gains: the XLA form beside it
+        batch = s["engine_batches"][len(s["engine_batches"]) // 2]
+        r = bench["env"](batch, s["engine_steps"], s["repeats"], True, kernels="xla")
+        log(f"engine batch {batch} {r['variant']}, XLA form: {r['steps_per_second']:.4g} steps/s")
+        yield figure("engine_mask_obs_steps_per_second", r["steps_per_second"], "steps/s", batch_size=batch,
+                     num_steps=r["num_steps"], compile_seconds=r["compile_seconds"], kernels="xla")
 
 
 def part_search(s: dict, out: str, log) -> list[dict]:

@@ -364,9 +364,10 @@ def random_positions():
 @pytest.mark.gpu
 def test_the_engine_traced_for_a_gpu_plays_as_traced_for_a_cpu():
     """The engine traced for a GPU (the recurring phase's visits one Pallas kernel: on a
-    CPU, in Pallas's interpreter) steps, masks and observes every position of random games
-    exactly as the CPU's form (a loop of XLA operations) on the same device, illegal and
-    out-of-range actions included (on a GPU, a check of Triton's compiler)."""
+    CPU, in Pallas's interpreter; or unrolled XLA operations, as over several devices)
+    steps, masks and observes every position of random games exactly as the CPU's form (a
+    loop of XLA operations) on the same device, illegal and out-of-range actions included
+    (on a GPU, a check of Triton's and XLA's compilers)."""
     from helpers import random_playout
     from beastybar_jax.games import tracing
 
@@ -380,12 +381,13 @@ def test_the_engine_traced_for_a_gpu_plays_as_traced_for_a_cpu():
         return after, jax.vmap(game.legal_action_mask)(after), jax.vmap(game.observe)(after, after.current_player)
 
     results, kernels = [], []
-    for for_gpu in (False, True):
-        with tracing.for_gpu(for_gpu, interpret=jax.default_backend() == "cpu"):
+    gpu_kernels = "interpret" if jax.default_backend() == "cpu" else "triton"
+    for for_gpu, form in ((False, "triton"), (True, gpu_kernels), (True, "xla")):
+        with tracing.for_gpu(for_gpu, kernels=form):
             # A new function each time: JAX would reuse the first one's trace.
             kernels.append(str(jax.make_jaxpr(lambda s, a: play(s, a))(states, actions)).count("pallas_call"))
             results.append(jax.jit(lambda s, a: play(s, a))(states, actions))
-    assert kernels == [0, 1]  # two forms, not one trace twice
+    assert kernels == [0, 1, 0]  # three forms, not one trace thrice
     for want, got in zip(jax.tree.leaves(results[0]), jax.tree.leaves(results[1])):
         np.testing.assert_array_equal(np.asarray(want), np.asarray(got))
     assert bool(jnp.any(results[0][0].terminated & ~states.terminated))  # the sample reaches the end of games
@@ -404,7 +406,7 @@ def test_the_recurring_phase_as_a_gpu_kernel_moves_every_queue_as_the_loop_does(
     queues = rng.integers(-1, C.NUM_CARDS, size=(20_000, C.QUEUE_SLOTS)).astype(np.int32)
     skip = np.where(rng.random(20_000) < 0.5, queues[np.arange(20_000), rng.integers(0, 5, 20_000)], -1)
     want = jax.jit(jax.vmap(Q.recurring))(queues, skip)
-    with tracing.for_gpu(interpret=jax.default_backend() == "cpu"):
+    with tracing.for_gpu(kernels="interpret" if jax.default_backend() == "cpu" else "triton"):
         batch = jax.jit(jax.vmap(Q.recurring))(queues, skip)
         nested = jax.jit(jax.vmap(jax.vmap(Q.recurring)))(queues.reshape(100, 200, -1), skip.reshape(100, 200))
         one = jax.jit(Q.recurring)(queues[7], skip[7])

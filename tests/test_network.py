@@ -141,7 +141,7 @@ def test_the_torso_kernel_gives_the_networks_outputs(models, observations, dtype
     part block) and perturbed weights (a wrong LayerNorm, bias or ReLU would show), from
     the weights :func:`precast` cast; ``for_inference()`` picks the kernel only where
     traced for a GPU, in bfloat16 (the learners' XLA form is what they differentiate), and
-    the interpreter's where ``for_gpu(interpret=True)`` says so."""
+    the interpreter's or none where ``for_gpu(kernels=...)`` says so."""
     from beastybar_jax.games import tracing
 
     network = make_network(NetworkConfig(torso="mlp", width=WIDTH, depth=2, dtype=dtype), GAME)
@@ -160,13 +160,14 @@ def test_the_torso_kernel_gives_the_networks_outputs(models, observations, dtype
             want, name)).max(), err_msg=name)
     assert np.ptp(np.asarray(want.value)) > 0.1  # the rows differ
 
-    def uses_kernel(network, for_gpu, interpret=False):
-        with tracing.for_gpu(for_gpu, interpret=interpret):
+    def uses_kernel(network, for_gpu, kernels="triton"):
+        with tracing.for_gpu(for_gpu, kernels=kernels):
             jaxpr = str(jax.make_jaxpr(network.apply)(params, rows))
         return "pallas_call" in jaxpr and ("interpret" if "interpret=True" in jaxpr else "pallas")
 
     assert uses_kernel(network.for_inference(), True) == (dtype == "bfloat16" and "pallas")
-    assert uses_kernel(network.for_inference(), True, interpret=True) == (dtype == "bfloat16" and "interpret")
+    assert uses_kernel(network.for_inference(), True, "interpret") == (dtype == "bfloat16" and "interpret")
+    assert not uses_kernel(network.for_inference(), True, "xla")
     assert not uses_kernel(network.for_inference(), False) and not uses_kernel(network, True)
 
 

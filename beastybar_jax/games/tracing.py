@@ -22,22 +22,26 @@ import jax
 
 # Per thread, as JAX's own trace state: the web app and play.py trace in several threads.
 _FOR_GPU: contextvars.ContextVar[Optional[bool]] = contextvars.ContextVar("for_gpu", default=None)
-_INTERPRET: contextvars.ContextVar[bool] = contextvars.ContextVar("interpret_kernels", default=False)
+_KERNELS: contextvars.ContextVar[str] = contextvars.ContextVar("pallas_kernels", default="triton")
+KERNELS = ("triton", "interpret", "xla")
 
 
 @contextlib.contextmanager
-def for_gpu(enabled: bool = True, *, interpret: bool = False) -> Iterator[None]:
+def for_gpu(enabled: bool = True, *, kernels: str = "triton") -> Iterator[None]:
     """Within the block, trace as for a GPU (``True``) or for a CPU (``False``) whatever
     JAX's default backend: to compile for a GPU on a machine without one (``jax.export``,
-    deviceless compilation) or to compare both forms. ``interpret``: the GPU forms' Pallas
-    kernels run in Pallas's interpreter (:func:`kernels_interpreted`), so that a CPU can run
-    them; else they are Triton's, which only a GPU runs."""
-    tokens = _FOR_GPU.set(enabled), _INTERPRET.set(interpret)
+    deviceless compilation) or to compare both forms. ``kernels``: how the GPU forms run
+    their Pallas kernels (:func:`pallas_kernels`): ``"triton"`` (only a GPU runs them),
+    ``"interpret"`` (Pallas's interpreter, so that a CPU can) or ``"xla"`` (the XLA
+    operations they replace, to measure what a kernel gains)."""
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels must be one of {KERNELS}, got {kernels!r}")
+    tokens = _FOR_GPU.set(enabled), _KERNELS.set(kernels)
     try:
         yield
     finally:
         _FOR_GPU.reset(tokens[0])
-        _INTERPRET.reset(tokens[1])
+        _KERNELS.reset(tokens[1])
 
 
 def traced_for_gpu() -> bool:
@@ -46,7 +50,7 @@ def traced_for_gpu() -> bool:
     return jax.default_backend() != "cpu" if enabled is None else enabled
 
 
-def kernels_interpreted() -> bool:
-    """Whether the Pallas kernels of what is traced now run in Pallas's interpreter (see
-    :func:`for_gpu`)."""
-    return _INTERPRET.get()
+def pallas_kernels() -> str:
+    """How the Pallas kernels of what is traced now run (see :func:`for_gpu`): ``"triton"``,
+    ``"interpret"`` or ``"xla"``."""
+    return _KERNELS.get()

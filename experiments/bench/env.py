@@ -26,7 +26,7 @@ import jax.numpy as jnp
 
 from bench import common
 from beastybar_jax.games.beastybar import BEASTYBAR
-from beastybar_jax.games import Game
+from beastybar_jax.games import Game, tracing
 from beastybar_jax.seeds import seed_key
 
 VARIANTS = ("step", "step+mask+obs")
@@ -112,15 +112,18 @@ def make_env_loop(game: Game, batch_size: int, num_steps: int, with_observation:
 
 
 def bench_env(batch_size: int, num_steps: int, repeats: int, with_observation: bool, seed: int = 0,
-              sampler: str = "uniform", game: Game = BEASTYBAR) -> dict:
-    """Compile and time one configuration; returns a result row."""
+              sampler: str = "uniform", game: Game = BEASTYBAR, kernels: str = "triton") -> dict:
+    """Compile and time one configuration; returns a result row. ``kernels``: the GPU's
+    form with its Pallas kernels (``"triton"``) or the XLA operations they replace
+    (``"xla"``), as ``tracing.for_gpu`` (nothing changes on a CPU)."""
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     key = seed_key(seed)
     init_key, key = jax.random.split(key)
     states = jax.block_until_ready(jax.jit(jax.vmap(game.init))(jax.random.split(init_key, batch_size)))
-    compiled, compile_s = common.compile_seconds(make_env_loop(game, batch_size, num_steps, with_observation, sampler),
-                                                 states, key)
+    with tracing.for_gpu(tracing.traced_for_gpu(), kernels=kernels):
+        compiled, compile_s = common.compile_seconds(
+            make_env_loop(game, batch_size, num_steps, with_observation, sampler), states, key)
     states, checksum = jax.block_until_ready(compiled(states, key))  # warm-up run
     keys = common.repeat_keys(key, repeats)
 
@@ -131,7 +134,8 @@ def bench_env(batch_size: int, num_steps: int, repeats: int, with_observation: b
 
     best, _, (_, checksum) = common.best_of(repeats, run)
     steps = batch_size * num_steps
-    return dict(variant="step+mask+obs" if with_observation else "step", sampler=sampler, batch_size=batch_size,
+    return dict(variant="step+mask+obs" if with_observation else "step", sampler=sampler, kernels=kernels,
+                batch_size=batch_size,
                 num_steps=num_steps, steps=steps, seconds=best, steps_per_second=steps / best,
                 compile_seconds=compile_s, checksum=float(checksum))
 
@@ -149,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
         for variant in variants:
             common.check_signals()
             row = common.unless_out_of_memory(f"batch {batch} {variant}", lambda: bench_env(
-                batch, steps, args.repeats, variant == "step+mask+obs", seed=args.seed, sampler=args.sampler))
+                batch, steps, args.repeats, variant == "step+mask+obs", seed=args.seed, sampler=args.sampler,
+                kernels=args.kernels))
             if row is not None:
                 rows.append(row)
                 common.progress(f"batch {batch} {variant}: {common.rate(row['steps_per_second'])} steps/s "
@@ -182,5 +187,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--sampler", choices=tuple(SAMPLERS), default="uniform",
                    help="how random legal moves are drawn: one uniform number per game (default) or "
                         "jax.random.categorical on masked logits (31 Gumbel draws per game, slower on CPU)")
+    p.add_argument("--kernels", choices=("triton", "xla"), default="triton",
+                   help="on a GPU: the engine's Pallas kernel (default) or the XLA operations it replaces (the "
+                        "recurring phase's visits unrolled), to measure what it gains")
     common.add_common_arguments(p, out="bench_results/env.json")
     p.set_defaults(func=run)

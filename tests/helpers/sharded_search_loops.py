@@ -104,7 +104,7 @@ def gpu_engine_on_uneven_groups() -> bool:
         return jax.vmap(lambda group: compact_afterstates(group, 640, 0))(observations.reshape(2, 128, -1))
 
     want = jax.jit(lists)(observations)
-    with tracing.for_gpu(interpret=True):
+    with tracing.for_gpu(kernels="interpret"):
         got = jax.jit(lambda o: lists(o))(observations)
     return all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)))
 

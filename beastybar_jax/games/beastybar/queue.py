@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from beastybar_jax.games.beastybar import cards as C
-from beastybar_jax.games.tracing import kernels_interpreted, traced_for_gpu
+from beastybar_jax.games.tracing import pallas_kernels, traced_for_gpu
 from beastybar_jax.per_game import on_each_device
 
 SLOTS = C.QUEUE_SLOTS
@@ -229,9 +229,9 @@ def recurring(queue, skip_card):
     """
     packed = pack(queue)
     skip_card = jnp.asarray(skip_card, jnp.int32)
-    if traced_for_gpu() and jax.device_count() == 1:
+    if traced_for_gpu() and pallas_kernels() != "xla" and jax.device_count() == 1:
         # The interpreter's or Triton's, fixed now (JAX may trace the kernel again later).
-        kernel = functools.partial(_visits_kernel, interpret=kernels_interpreted())
+        kernel = functools.partial(_visits_kernel, interpret=pallas_kernels() == "interpret")
         final = on_each_device(kernel, packed[None], _run_codes(queue)[None], skip_card[None])[0]
     else:
         # Over several devices XLA may split a batch of games unevenly (the afterstate
@@ -294,7 +294,7 @@ KERNEL_BLOCK = 128  # games per kernel program, one a thread
 
 def _visits_kernel(cards, codes, skip_card, *, interpret: bool):
     """:func:`_visits` of a batch of games ``int32[N]`` as one Pallas kernel: Triton's, or
-    with ``interpret`` Pallas's interpreter (``tracing.for_gpu(interpret=True)``: a CPU runs it so)."""
+    with ``interpret`` Pallas's interpreter (``tracing.for_gpu(kernels="interpret")``: a CPU runs it so)."""
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 
