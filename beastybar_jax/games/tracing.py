@@ -7,8 +7,9 @@ and the recurring phase's visits, one Pallas kernel on a GPU (``games/beastybar/
 The backend is JAX's default one, or :func:`for_gpu`'s inside its block: to compile for a
 GPU on a machine without one (``jax.export``, deviceless compilation) or to compare both
 forms. It is read when a function is traced, so it holds for everything traced inside
-the block (a kernel that JAX may trace again later, outside it, binds it first); JAX reuses a jitted function's first trace, so trace a new function under each
-setting. (The search's loop and walk are chosen by JAX's default backend alone:
+the block (a kernel that JAX may trace again later, outside it, binds it first); JAX
+reuses a jitted function's first trace, so trace a new function under each setting.
+(The search's loop and walk are chosen by JAX's default backend alone:
 ``search/mctx_patch.py``.)
 """
 

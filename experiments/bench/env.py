@@ -135,8 +135,7 @@ def bench_env(batch_size: int, num_steps: int, repeats: int, with_observation: b
     best, _, (_, checksum) = common.best_of(repeats, run)
     steps = batch_size * num_steps
     return dict(variant="step+mask+obs" if with_observation else "step", sampler=sampler, kernels=kernels,
-                batch_size=batch_size,
-                num_steps=num_steps, steps=steps, seconds=best, steps_per_second=steps / best,
+                batch_size=batch_size, num_steps=num_steps, steps=steps, seconds=best, steps_per_second=steps / best,
                 compile_seconds=compile_s, checksum=float(checksum))
 
 

@@ -3,7 +3,8 @@ the collectives inside the loops of a search whose games are split over the CPU 
 (run with ``--xla_force_host_platform_device_count``): one entry per collective, ``{"op":
 ..., "name": ...}`` (its kind and JAX's op name); the op names of the while loops; and
 the largest difference between the split search's action weights and one device's. Also
-:func:`kernel_programs` and :func:`gpu_engine_on_uneven_groups`. ``tests/test_distributed.py`` runs it in a subprocess with 4 devices.
+:func:`kernel_programs` and :func:`gpu_engine_on_uneven_groups`. ``tests/test_distributed.py``
+runs it in a subprocess with 4 devices.
 
 The search: Beasty Bar, Gumbel, 2 worlds per state, a linear evaluator, 8 games from their
 deal. ``"dynamic"`` is the CPU's loop, ``"static-interpret"`` the GPU's program (the walk
