@@ -387,7 +387,7 @@ def test_the_engine_traced_for_a_gpu_plays_as_traced_for_a_cpu():
             # A new function each time: JAX would reuse the first one's trace.
             kernels.append(str(jax.make_jaxpr(lambda s, a: play(s, a))(states, actions)).count("pallas_call"))
             results.append(jax.jit(lambda s, a: play(s, a))(states, actions))
-    assert kernels == [0, 1, 0]  # three forms, not one trace thrice
+    assert kernels == [0, int(jax.device_count() == 1), 0]  # the kernel on one device (queue.recurring)
     for want, got in zip(jax.tree.leaves(results[0]), jax.tree.leaves(results[1])):
         np.testing.assert_array_equal(np.asarray(want), np.asarray(got))
     assert bool(jnp.any(results[0][0].terminated & ~states.terminated))  # the sample reaches the end of games
