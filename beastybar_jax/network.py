@@ -44,7 +44,7 @@ from beastybar_jax import afterstate_scorer
 from beastybar_jax.afterstate_scorer import AfterstateConfig
 from beastybar_jax import torso_kernel
 from beastybar_jax.games.base import Afterstates, Game, TokenLayout
-from beastybar_jax.games.tracing import pallas_kernels, traced_for_gpu
+from beastybar_jax.games.tracing import pallas_kernels
 from beastybar_jax.validation import ConfigError, ConfigModel, Int, check
 
 TORSOS = ("mlp", "attention")
@@ -182,9 +182,7 @@ def _torso_kernel(kernel: str, width: int, dtype) -> str:
         raise ValueError(f"torso_kernel must be one of {TORSO_KERNELS}, got {kernel!r}")
     if kernel == "auto":
         usable = jnp.dtype(dtype) == jnp.dtype(jnp.bfloat16) and torso_kernel.supports(width, dtype)
-        if not (usable and traced_for_gpu()) or pallas_kernels() == "xla":
-            return "xla"
-        return "interpret" if pallas_kernels() == "interpret" else "pallas"
+        return {None: "xla", "triton": "pallas", "interpret": "interpret"}[pallas_kernels() if usable else None]
     return kernel
 
 

@@ -51,7 +51,8 @@ def traced_for_gpu() -> bool:
     return jax.default_backend() != "cpu" if enabled is None else enabled
 
 
-def pallas_kernels() -> str:
-    """How the Pallas kernels of what is traced now run (see :func:`for_gpu`): ``"triton"``,
-    ``"interpret"`` or ``"xla"``."""
-    return _KERNELS.get()
+def pallas_kernels() -> Optional[str]:
+    """How the Pallas kernels of what is traced now run (see :func:`for_gpu`): ``"triton"``
+    or ``"interpret"``; None where there are none (traced for a CPU, or ``kernels="xla"``)."""
+    kernels = _KERNELS.get()
+    return kernels if traced_for_gpu() and kernels != "xla" else None

@@ -227,12 +227,12 @@ def recurring(queue, skip_card):
     Returns:
       ``(new_queue [5], removed_cards bool[24])``.
     """
-    packed = pack(queue)
+    packed, codes = pack(queue), _run_codes(queue)
     skip_card = jnp.asarray(skip_card, jnp.int32)
-    if traced_for_gpu() and pallas_kernels() != "xla" and jax.device_count() == 1:
+    if pallas_kernels() and jax.device_count() == 1:
         # The interpreter's or Triton's, fixed now (JAX may trace the kernel again later).
         kernel = functools.partial(_visits_kernel, interpret=pallas_kernels() == "interpret")
-        final = on_each_device(kernel, packed[None], _run_codes(queue)[None], skip_card[None])[0]
+        final = on_each_device(kernel, packed[None], codes[None], skip_card[None])[0]
     else:
         # Over several devices XLA may split a batch of games unevenly (the afterstate
         # scorer's groups: 2 over 4 devices) and a custom call's partitioning cannot follow
@@ -240,7 +240,7 @@ def recurring(queue, skip_card):
         # first visit's constant cursor from XLA's constant folding, which would otherwise
         # evaluate batch-sized constant arrays at compile time: seconds more to compile the
         # afterstates of a large batch (100,000 observations and more).
-        init = jax.lax.optimization_barrier((packed, _run_codes(queue), jnp.zeros((), jnp.int32)))
+        init = jax.lax.optimization_barrier((packed, codes, jnp.zeros((), jnp.int32)))
         final = _visits(*init, skip_card, unroll=traced_for_gpu())
     removed = _card_set(packed) & ~_card_set(final)
     removed_cards = ((removed >> jnp.arange(C.NUM_CARDS)) & 1).astype(bool)
