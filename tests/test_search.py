@@ -23,7 +23,7 @@ from beastybar_jax.alphazero import selfplay
 from beastybar_jax.games import beastybar as game
 from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.games.beastybar.cards import KANGAROO, LION, MONKEY, PARROT, SEAL, SKUNK, ZEBRA
-from beastybar_jax.network import NetworkConfig, init_params, make_network
+from beastybar_jax.network import NetworkConfig, PolicyValueNet, init_params, make_network
 from beastybar_jax.search import (
     SearchConfig,
     mask_logits,
@@ -398,6 +398,31 @@ def test_an_evaluator_whose_third_output_is_not_a_tier_is_refused():
     states = positions_at_turn(0, 2, seed=0)
     with pytest.raises(TypeError, match="least_tier int32"):
         jax.eval_shape(lambda s: run_search(GAME, fitted, s, jax.random.key(0), SearchConfig(num_simulations=2)), states)
+
+
+def test_a_search_traces_its_network_once_a_tier():
+    """The root's evaluation and every simulation's are of the same ``[B * K]`` worlds: a
+    search traces an afterstate network once for both, at each of its tiers (with
+    afterstates the network is most of a search's program, so most of its compile)."""
+    import flax.linen as nn
+
+    network = make_network(NetworkConfig(width=16, depth=1, afterstates=True, replies=True, afterstate_width=8), GAME)
+    params = jax.eval_shape(lambda k: init_params(network, k, GAME.observation_size), jax.random.key(0))
+    states = positions_at_turn(0, 8, seed=0)  # 16 worlds: lists save rows (not for 8 or fewer)
+    config = SearchConfig(num_simulations=4, num_determinizations=2)
+    traced = []
+
+    def count(call, args, kwargs, context):
+        if isinstance(context.module, PolicyValueNet) and context.method_name == "__call__" and \
+                context.module.afterstate_tier is not None:  # the search's calls, not precast's probe
+            traced.append(context.module.afterstate_tier)
+        return call(*args, **kwargs)
+
+    with nn.intercept_methods(count):
+        jax.eval_shape(lambda p: run_search(GAME, network_evaluator(GAME, network, p), states, jax.random.key(0),
+                                            config), params)
+    tiers = network.afterstate_tiers(8 * 2, GAME.observation_size)
+    assert tiers == 3 and sorted(traced) == list(range(tiers))
 
 
 def test_self_play_starts_each_search_at_the_tier_the_previous_move_needed():

@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import mctx
 
+from beastybar_jax.games import tracing
 from beastybar_jax.games.base import Game
 from beastybar_jax.network import precast
 from beastybar_jax.search import mctx_patch
@@ -83,6 +84,24 @@ class SearchOutput:
     least_tier: chex.Array = None
 
 
+# The root's evaluation and every simulation's are of [B * K] states: as one jitted function
+# JAX traces and lowers the network (with afterstates, most of a search's program) once for
+# both. ``traced_as`` keys the trace by how the GPU forms are set (games.tracing), which
+# the network reads when it is traced.
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _apply(network, traced_as, params, observations):
+    out = network.apply(params, observations)
+    return out.policy_logits.astype(jnp.float32), out.value.astype(jnp.float32)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _apply_at_tier(network, traced_as, params, observations):
+    out, sown = network.apply(params, observations, mutable=["intermediates"])
+    tiers = jax.tree.leaves(sown)
+    least_tier = jnp.max(jnp.stack(tiers)) if tiers else jnp.zeros((), jnp.int32)
+    return out.policy_logits.astype(jnp.float32), out.value.astype(jnp.float32), least_tier
+
+
 @dataclasses.dataclass(frozen=True)
 class NetworkEvaluator:
     """An :data:`Evaluator` that observes each state for its own player to move and applies
@@ -103,14 +122,10 @@ class NetworkEvaluator:
 
     def __call__(self, states):
         observations = jax.vmap(self.game.observe)(states, states.current_player)
+        traced_as = (tracing.traced_for_gpu(), tracing.pallas_kernels())
         if self.tier is None:
-            out = self.network.apply(self.params, observations)
-            return out.policy_logits.astype(jnp.float32), out.value.astype(jnp.float32)
-        network = self.network.clone(afterstate_tier=self.tier)
-        out, sown = network.apply(self.params, observations, mutable=["intermediates"])
-        tiers = jax.tree.leaves(sown)
-        least_tier = jnp.max(jnp.stack(tiers)) if tiers else jnp.zeros((), jnp.int32)
-        return out.policy_logits.astype(jnp.float32), out.value.astype(jnp.float32), least_tier
+            return _apply(self.network, traced_as, self.params, observations)
+        return _apply_at_tier(self.network.clone(afterstate_tier=self.tier), traced_as, self.params, observations)
 
     def tiers(self, batch_size: int) -> int:
         """How many ways a batch of ``batch_size`` states can be evaluated (1: one)."""
