@@ -95,26 +95,29 @@ def _kernel_hash(fn: Callable[..., Any], arrays: Sequence[jax.Array]) -> jax.Arr
 
 def _partitioned(fn: Callable[..., Any], num_games: int) -> Callable[..., Any]:
     """``fn`` as a ``custom_partitioning`` function of ``(*arrays, kernel hash)`` whose first
-    ``num_games`` arguments and every result are split along their leading axis as XLA split
-    the first game input's (:func:`_games_mesh`), the rest replicated."""
+    ``num_games`` arguments and every result are split along their leading axis, the rest
+    replicated."""
     from jax.experimental.custom_partitioning import custom_partitioning
     from jax.sharding import NamedSharding, PartitionSpec
 
     arrays_only = lambda *arrays: fn(*arrays[:-1])  # noqa: E731  (custom_partitioning reads fn's signature)
     kernel = custom_partitioning(arrays_only)
 
-    def shardings(arg_shapes, result_shape):
-        mesh = _games_mesh(arg_shapes[:num_games])
-        games, whole = NamedSharding(mesh, PartitionSpec("games")), NamedSharding(mesh, PartitionSpec())
-        args = tuple(games if i < num_games else whole for i in range(len(arg_shapes)))
-        return mesh, args, jax.tree.map(lambda _: games, result_shape)
+    def batch_axis(arg_shapes):  # the mesh axes the first split game input is split along
+        leading = (shape.sharding.spec[0] if len(shape.sharding.spec) else None for shape in arg_shapes[:num_games])
+        return next((axis for axis in leading if axis is not None), None)
+
+    def result_shardings(mesh, axis, result_shape):
+        return jax.tree.map(lambda _: NamedSharding(mesh, PartitionSpec(axis)), result_shape)
 
     def infer(mesh, arg_shapes, result_shape):
-        return shardings(arg_shapes, result_shape)[2]
+        return result_shardings(mesh, batch_axis(arg_shapes), result_shape)
 
     def partition(mesh, arg_shapes, result_shape):
-        games_mesh, args, results = shardings(arg_shapes, result_shape)
-        return games_mesh, arrays_only, results, args
+        axis = batch_axis(arg_shapes)
+        args = tuple(NamedSharding(mesh, PartitionSpec(axis) if i < num_games else PartitionSpec())
+                     for i in range(len(arg_shapes)))
+        return mesh, arrays_only, result_shardings(mesh, axis, result_shape), args
 
     def rule(mesh, value_types, result_types):
         def operand(prefix, ndim, batched):
@@ -123,23 +126,5 @@ def _partitioned(fn: Callable[..., Any], num_games: int) -> Callable[..., Any]:
         outs = [operand(f"o{k}_", len(t.shape), True) for k, t in enumerate(result_types)]
         return ", ".join(ins) + " -> " + ", ".join(outs)
 
-    # XLA's shardings as they are (GSPMD): a split of the games that the program's mesh
-    # cannot name (2 groups over 4 devices) is still one that _games_mesh can.
-    kernel.def_partition(partition, infer_sharding_from_operands=infer, sharding_rule=rule, decode_shardings=False)
+    kernel.def_partition(partition, infer_sharding_from_operands=infer, sharding_rule=rule)
     return kernel
-
-
-def _games_mesh(game_shapes: Sequence[Any]):
-    """A mesh ``("games", "copies")`` of the devices: ``games`` splits the leading axis as XLA
-    split the first game input's that is split (devices holding the same games are its
-    ``copies``), whatever the rest of that sharding (a split of later axes is gathered)."""
-    from jax.sharding import Mesh
-
-    for shape in game_shapes:
-        parts: dict[Any, list] = {}
-        for device, index in shape.sharding.devices_indices_map(tuple(shape.shape)).items():
-            parts.setdefault(index[0].indices(shape.shape[0])[:2] if index else (0, 0), []).append(device)
-        if len(parts) > 1:
-            break
-    devices = [sorted(group, key=lambda d: d.id) for _, group in sorted(parts.items())]
-    return Mesh(np.asarray(devices), ("games", "copies"))

@@ -364,7 +364,7 @@ def random_positions():
 @pytest.mark.gpu
 def test_the_engine_traced_for_a_gpu_plays_as_traced_for_a_cpu():
     """The engine traced for a GPU (the recurring phase's visits one Pallas kernel: on a
-    CPU, in Pallas's interpreter; or unrolled XLA operations, ``kernels="xla"``)
+    CPU, in Pallas's interpreter; or unrolled XLA operations, as over several devices)
     steps, masks and observes every position of random games exactly as the CPU's form (a
     loop of XLA operations) on the same device, illegal and out-of-range actions included
     (on a GPU, a check of Triton's and XLA's compilers)."""
@@ -387,7 +387,7 @@ def test_the_engine_traced_for_a_gpu_plays_as_traced_for_a_cpu():
             # A new function each time: JAX would reuse the first one's trace.
             kernels.append(str(jax.make_jaxpr(lambda s, a: play(s, a))(states, actions)).count("pallas_call"))
             results.append(jax.jit(lambda s, a: play(s, a))(states, actions))
-    assert kernels == [0, 1, 0]  # the recurring phase's (queue.recurring)
+    assert kernels == [0, int(jax.device_count() == 1), 0]  # the kernel on one device (queue.recurring)
     for want, got in zip(jax.tree.leaves(results[0]), jax.tree.leaves(results[1])):
         np.testing.assert_array_equal(np.asarray(want), np.asarray(got))
     assert bool(jnp.any(results[0][0].terminated & ~states.terminated))  # the sample reaches the end of games

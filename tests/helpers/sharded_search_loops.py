@@ -91,10 +91,9 @@ def loop_collectives(text: str) -> tuple[list[dict], int]:
 
 
 def gpu_engine_on_uneven_groups() -> bool:
-    """Whether the afterstate lists of 2 groups of 128 deals split over the devices (XLA
-    splits the groups' moves in 2 parts over 4 devices, which the program's 4-device mesh
-    cannot name), traced for a GPU with the engine's kernel (interpreted), compile and
-    equal the CPU form's."""
+    """Whether the afterstate lists of 2 groups of 128 deals split over the devices (a split
+    XLA cannot give a custom call evenly on 4), traced for a GPU (kernels interpreted),
+    compile and equal the CPU form's."""
     from beastybar_jax.games import tracing
     from beastybar_jax.games.beastybar.afterstate import compact_afterstates
 
@@ -107,7 +106,6 @@ def gpu_engine_on_uneven_groups() -> bool:
 
     want = jax.jit(lists)(observations)
     with tracing.for_gpu(kernels="interpret"):
-        assert "pallas_call" in str(jax.make_jaxpr(lambda o: lists(o))(observations))  # a new trace
         got = jax.jit(lambda o: lists(o))(observations)
     return all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)))
 

@@ -158,7 +158,7 @@ RECURRING_STEPS = SLOTS + 2 * 3
 # second. Moving or eating cards is then a handful of shifts and masks per game
 # instead of a 5x5 reordering per visit, and finding the run a hippo or crocodile
 # passes is a few operations on the second word for all five slots at once (SWAR),
-# not a scan of the slots. On a GPU the visits are one Pallas kernel that loops on the
+# not a scan of the slots. On one GPU the visits are one Pallas kernel that loops on the
 # device (:func:`_visits_kernel`): unrolled into one XLA fusion of ~1,150 operations they
 # cost XLA's fusion pass ~2 s to compile in each of an iteration's ~21 engine steps (the
 # pass costs more than linearly in a kernel's size; docs/performance.md).
@@ -229,16 +229,17 @@ def recurring(queue, skip_card):
     """
     packed, codes = pack(queue), _run_codes(queue)
     skip_card = jnp.asarray(skip_card, jnp.int32)
-    if pallas_kernels():
+    if pallas_kernels() and jax.device_count() == 1:
         # The interpreter's or Triton's, fixed now (JAX may trace the kernel again later).
         kernel = functools.partial(_visits_kernel, interpret=pallas_kernels() == "interpret")
         final = on_each_device(kernel, packed[None], codes[None], skip_card[None])[0]
     else:
-        # The CPU's loop; traced for a GPU with kernels="xla", the visits unrolled, one XLA
-        # fusion (what the kernel replaces). The barrier hides the first visit's constant
-        # cursor from XLA's constant folding, which would otherwise evaluate batch-sized
-        # constant arrays at compile time: seconds more to compile the afterstates of a
-        # large batch (100,000 observations and more).
+        # Over several devices XLA may split a batch of games unevenly (the afterstate
+        # scorer's groups: 2 over 4 devices) and a custom call's partitioning cannot follow
+        # it: there a GPU runs the visits unrolled, one XLA fusion. The barrier hides the
+        # first visit's constant cursor from XLA's constant folding, which would otherwise
+        # evaluate batch-sized constant arrays at compile time: seconds more to compile the
+        # afterstates of a large batch (100,000 observations and more).
         init = jax.lax.optimization_barrier((packed, codes, jnp.zeros((), jnp.int32)))
         final = _visits(*init, skip_card, unroll=traced_for_gpu())
     removed = _card_set(packed) & ~_card_set(final)
