@@ -113,7 +113,9 @@ class NetworkEvaluator:
     evaluator that scores one way only and also returns the first tier whose rows hold the
     whole batch (``(logits, value, least_tier int32[])``: where later than its own, the
     outputs are not the network's); :func:`run_search` uses it to choose once per search
-    instead of once per simulation."""
+    instead of once per simulation. The network is applied by one jitted function (the
+    root's and the simulations' evaluations share its trace): called outside ``jit``, it
+    compiles once per batch shape and computes what a compiled search computes."""
 
     game: Game
     network: Any
