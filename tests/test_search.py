@@ -24,9 +24,9 @@ from beastybar_jax.games import beastybar as game
 from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.games.beastybar.cards import KANGAROO, LION, MONKEY, PARROT, SEAL, SKUNK, ZEBRA
 from beastybar_jax.network import NetworkConfig, PolicyValueNet, init_params, make_network
-from beastybar_jax.search import determinized
 from beastybar_jax.search import (
     SearchConfig,
+    determinized,
     mask_logits,
     network_evaluator,
     run_search,
@@ -412,7 +412,7 @@ def test_a_search_traces_its_network_once_a_tier():
     states = positions_at_turn(0, 8, seed=0)  # 16 worlds: lists save rows (not for 8 or fewer)
     config = SearchConfig(num_simulations=4, num_determinizations=2)
     traced = []
-    determinized._apply_at_tier.clear_cache()  # an earlier run in this process would have traced it
+    determinized._apply.clear_cache()  # an earlier run in this process would have traced it
 
     def count(call, args, kwargs, context):
         if isinstance(context.module, PolicyValueNet) and context.method_name == "__call__" and \

@@ -90,16 +90,16 @@ class SearchOutput:
 # the network reads when it is traced.
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def _apply(network, traced_as, params, observations):
-    out = network.apply(params, observations)
-    return out.policy_logits.astype(jnp.float32), out.value.astype(jnp.float32)
-
-
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _apply_at_tier(network, traced_as, params, observations):
-    out, sown = network.apply(params, observations, mutable=["intermediates"])
+    """``(logits, value)``, and with a tier the first tier whose rows hold the batch."""
+    if network.afterstate_tier is None:
+        out, sown = network.apply(params, observations), None
+    else:  # the scorer sows the first tier whose rows hold the batch
+        out, sown = network.apply(params, observations, mutable=["intermediates"])
+    outputs = out.policy_logits.astype(jnp.float32), out.value.astype(jnp.float32)
+    if sown is None:
+        return outputs
     tiers = jax.tree.leaves(sown)
-    least_tier = jnp.max(jnp.stack(tiers)) if tiers else jnp.zeros((), jnp.int32)
-    return out.policy_logits.astype(jnp.float32), out.value.astype(jnp.float32), least_tier
+    return *outputs, jnp.max(jnp.stack(tiers)) if tiers else jnp.zeros((), jnp.int32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,10 +124,8 @@ class NetworkEvaluator:
 
     def __call__(self, states):
         observations = jax.vmap(self.game.observe)(states, states.current_player)
-        traced_as = (tracing.traced_for_gpu(), tracing.pallas_kernels())
-        if self.tier is None:
-            return _apply(self.network, traced_as, self.params, observations)
-        return _apply_at_tier(self.network.clone(afterstate_tier=self.tier), traced_as, self.params, observations)
+        network = self.network if self.tier is None else self.network.clone(afterstate_tier=self.tier)
+        return _apply(network, (tracing.traced_for_gpu(), tracing.pallas_kernels()), self.params, observations)
 
     def tiers(self, batch_size: int) -> int:
         """How many ways a batch of ``batch_size`` states can be evaluated (1: one)."""

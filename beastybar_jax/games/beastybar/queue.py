@@ -229,9 +229,10 @@ def recurring(queue, skip_card):
     """
     packed, codes = pack(queue), _run_codes(queue)
     skip_card = jnp.asarray(skip_card, jnp.int32)
-    if pallas_kernels() and jax.device_count() == 1:
+    kernels = pallas_kernels()
+    if kernels and jax.device_count() == 1:
         # The interpreter's or Triton's, fixed now (JAX may trace the kernel again later).
-        kernel = functools.partial(_visits_kernel, interpret=pallas_kernels() == "interpret")
+        kernel = functools.partial(_visits_kernel, interpret=kernels == "interpret")
         final = on_each_device(kernel, packed[None], codes[None], skip_card[None])[0]
     else:
         # Over several devices XLA may split a batch of games unevenly (the afterstate
