@@ -568,10 +568,13 @@ def markdown(report: dict) -> str:
 def table(report: dict) -> str:
     """The figures as a Markdown table (also ``--table``, for docs/performance.md)."""
     lines = ["| part | figure | value | target | met | compile s | where |", "|---|---|---:|---|---|---:|---|"]
-    context_keys = ("config", "batch_size", "num_simulations", "mctx", "network", "games", "positions")
+    context_keys = ("config", "loop", "batch_size", "num_simulations", "mctx", "network", "games", "positions")
     for p in report["parts"]:
         for f in p["figures"]:
             where = ", ".join(f"{k}={f[k]}" for k in context_keys if k in f)
+            if f["name"].endswith("_iteration_seconds") and "gpu_power_w" in f:  # NVML's, once a program
+                where += (f", NVML: {f['gpu_utilization']:.0f}% utilization, {f['gpu_power_w']:.0f} W "
+                          f"({f['gpu_power_share']:.0%} of the power limit)")
             met = {True: "yes", False: "NO", None: ""}[f.get("met")]
             compile_s = f.get("compile_seconds")
             lines.append(f"| {p['part']} | {f['name']} | {_fmt(f['value'])} {f['unit']} | "

@@ -6,6 +6,7 @@ Usage::
     python experiments/benchmark.py selfplay  [--config configs/h100.yaml] [--batch-sizes 4096] [--simulations 16,64]
     python experiments/benchmark.py search    [--config configs/h100.yaml] [--simulations 8,64,256] [--mctx both]
     python experiments/benchmark.py ppo       [--config configs/ppo_h100.yaml] [--batch-sizes 32768]
+    python experiments/benchmark.py network   [--config configs/h100.yaml] [--turns 4,12,16] [--torso auto,xla]
     python experiments/benchmark.py endgames  [--positions 100000] [--source start] [--modes results,best]
     python experiments/benchmark.py matches   [--agents champion,champion@sims=32] [--opponent heuristic] [--per-state]
     python experiments/benchmark.py profile   [--config configs/h100.yaml] [--iterations 1] [--trace-dir DIR]
@@ -26,11 +27,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import endgames, env, matches, ppo, profile, search, selfplay
+from bench import endgames, env, matches, network, ppo, profile, search, selfplay
 
 from beastybar_jax.cli import check_writable_file
 
-SUBCOMMANDS = (env, selfplay, search, ppo, profile, endgames, matches)
+SUBCOMMANDS = (env, selfplay, search, ppo, network, profile, endgames, matches)
 
 
 class OneLineErrors(argparse.ArgumentParser):

@@ -16,7 +16,7 @@ from helpers.positions import act, position
 from helpers.tiny_training import FAST_COMPILE
 from beastybar_jax.afterstate_scorer import LEAST_TIER, MIXED, AfterstateConfig, AfterstateScorer
 from beastybar_jax.games import beastybar as game
-from beastybar_jax.games import get_game
+from beastybar_jax.games import get_game, tracing
 from beastybar_jax.games.beastybar import afterstate as AF
 from beastybar_jax.games.beastybar import cards as C
 from beastybar_jax.network import NetworkConfig, init_params, make_network
@@ -252,7 +252,8 @@ def test_a_batch_of_afterstates_as_one_list(observations):
     """``compact_afterstates`` lists the legal moves of a whole batch, observation after
     observation, each with the row ``legal_afterstates`` gives it, and the replies to
     them, move after move, each with the row ``legal_replies`` gives it; ``complete``
-    tells whether the lists had room for all of them."""
+    tells whether the lists had room for all of them. Traced for a GPU (its own forms of
+    the lists' search and rows), the lists are the same."""
     observations = observations[20 * 64:22 * 64]  # turns 20 and 21: replies
     slot_rows, slot_actions = batched(afterstates_of, observations)
     owner, slot = np.nonzero(slot_actions < game.NUM_ACTIONS)  # row-major: by observation, then action
@@ -283,6 +284,10 @@ def test_a_batch_of_afterstates_as_one_list(observations):
         np.testing.assert_array_equal(lists.reply_rows[:listed],
                                       reply_slot_rows[owner, slot][reply_owner, reply_slot][:listed])
         assert (lists.reply_owners[listed:] == size).all() and not lists.reply_rows[listed:].any()
+    with tracing.for_gpu(kernels="xla"):  # a new function (JAX reuses a trace); no Pallas interpreter to wait for
+        on_gpu = jit(lambda o: AF.compact_afterstates(o, size, reply_size))(observations)
+    for a, b in zip(jax.tree.leaves(lists), jax.tree.leaves(on_gpu)):
+        np.testing.assert_array_equal(a, np.asarray(b))
 
 
 def test_replies_of_a_hand_built_position():

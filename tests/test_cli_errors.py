@@ -139,6 +139,8 @@ def test_evaluate_tables_are_not_cut_when_piped():
     (["matches", "--agents", "random,champ"], "unknown agent 'champ'"),
     (["matches", "--agents", " , "], "argument --agents: expected comma-separated agent specs"),
     (["matches", "--deals", "0"], "argument --deals: must be at least 1, got 0"),
+    (["network", "--turns", "30"], "--turns 30: a game of beastybar lasts at most 24 moves"),
+    (["network", "--batch-sizes", "4096", "--tiers", "3"], "--tiers 3: 4096 states have tiers 0 to 2"),
 ])
 def test_benchmark_argument_errors_leave_the_results_alone(argv, expected, tmp_path, capsys):
     """A bad argument is one line and exit code 2, and the results file is not touched."""

@@ -188,6 +188,31 @@ def test_an_iteration_limit_leaves_positions_unsolved(endgames, solutions, solve
     assert not limited.legal[~done].any() and not limited.action_result_known[~done].any()
 
 
+def test_on_a_gpu_the_loop_tests_its_condition_less_often_and_solves_the_same(endgames):
+    """Traced for a GPU, the solver's loop tests its condition (a host round trip there)
+    every ``GPU_CHECK_EVERY`` iterations, a static loop between: the same solution and
+    the same count of iterations as the CPU's loop, without a budget and with one that is
+    no multiple of it."""
+    from beastybar_jax.games import tracing
+
+    few = take(endgames, np.arange(96))
+    BUDGETS = (1203, 1601, 2003)  # none a multiple of 16; all short of the 2,117 needed
+    config = solver.SolverConfig(pops_per_step=1)
+
+    def run(for_gpu):
+        with tracing.for_gpu(for_gpu, kernels="xla"):  # a new function each time: JAX reuses a trace
+            search = jax.jit(lambda states, limit: solver.search(states, config, None, limit))
+            return [jax.device_get(search(few, jnp.int32(limit))) for limit in (0, *BUDGETS)]
+
+    cpu, gpu = run(False), run(True)
+    assert int(cpu[0][1]) > max(BUDGETS) and [int(i) for _, i in cpu[1:]] == list(BUDGETS)
+    assert 0 < cpu[1][0].solved.sum() < cpu[-1][0].solved.sum() < cpu[0][0].solved.sum()
+    for (want, want_iterations), (got, got_iterations) in zip(cpu, gpu):
+        assert int(got_iterations) == int(want_iterations)
+        for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_unsolvable_positions_are_skipped(endgames, solve):
     midgame = take(endgames, np.arange(endgames.turn.shape[0]))
     midgame = midgame.replace(deck=np.where(np.arange(C.DECK_SIZE) < 2, 3, midgame.deck).astype(np.int8))

@@ -2,7 +2,7 @@
 
 A few functions are written two ways with the same results (the torso's within float rounding),
 one for each kind of device: the MLP torso as one Pallas kernel on a GPU, XLA operations elsewhere
-(``network.py``), the afterstate lists' ``searchsorted`` (``games/beastybar/afterstate.py``)
+(``network.py``), the afterstate lists' ``searchsorted`` and rows (``games/beastybar/afterstate.py``)
 and the recurring phase's visits, one Pallas kernel on a GPU (``games/beastybar/queue.py``).
 The backend is JAX's default one, or :func:`for_gpu`'s inside its block: to compile for a
 GPU on a machine without one (``jax.export``, deviceless compilation) or to compare both

@@ -8,7 +8,8 @@ the margin after each legal action. Minimax commutes with monotone maps, so the
 game-theoretic result is ``sign(margin)``, and an action keeps the best result
 iff the sign of its margin equals the position's.
 
-How (all fixed shapes, one ``lax.while_loop``, no Python recursion):
+How (all fixed shapes, one ``lax.while_loop``, no Python recursion; on a GPU the loop tests its
+condition every ``GPU_CHECK_EVERY`` iterations, a host round trip there):
 
 * **Alpha-beta** (negamax, fail-soft) with an explicit stack per search: each
   stack level holds the engine ``State``, a bitmask of actions not yet tried,
@@ -42,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from beastybar_jax.games.beastybar import engine as game
+from beastybar_jax.games.tracing import traced_for_gpu
 from beastybar_jax.games.beastybar.endgame.positions import MAX_PLIES, is_solvable
 from beastybar_jax.games.beastybar.endgame.positions import plies_left_bound as positions_plies_bound
 from beastybar_jax.games.beastybar import cards as C
@@ -51,6 +53,7 @@ from beastybar_jax.games.beastybar.actions import ACTION_PARAM as _ACTION_PARAM
 
 NUM_ACTIONS = game.NUM_ACTIONS
 INF = 1000  # beyond any point margin (|margin| <= 38)
+GPU_CHECK_EVERY = 16  # iterations between the loop's tests of its condition on a GPU (search)
 STACK_DEPTH = MAX_PLIES  # internal nodes lie at depths 0..8; depth 9 is always finished
 
 MODES = {
@@ -441,7 +444,8 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
         exact=jnp.zeros((num_lanes,), bool),
         nodes=lanes_zeros(),
         next_task=jnp.zeros((), jnp.int32),
-        iterations=jnp.zeros((), jnp.int32),
+        iterations=jnp.zeros((), jnp.int32),  # run so far (on a GPU the last few may have had nothing to do)
+        busy_until=lanes_zeros(),  # the iterations run until each lane fell idle
         position_best=jnp.full((num_positions,), -INF, jnp.int32),  # best exact action value so far
         tasks_left=jnp.sum(root_legal, axis=1, dtype=jnp.int32),
         out_margin=jnp.zeros((num_positions * NUM_ACTIONS,), jnp.int32),
@@ -466,7 +470,7 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
         c["action"] = jnp.where(free, order[bit], c["action"])
         c["exact"] = jnp.where(free, False, c["exact"])
         c["nodes"] = jnp.where(free, 0, c["nodes"])
-        c["next_task"] = jnp.minimum(c["next_task"] + jnp.sum(free), num_tasks)
+        c["next_task"] = jnp.minimum(index[-1] + 1, num_tasks)  # next_task + sum(free), from the running sum
         return c
 
     def window_now(c):
@@ -482,7 +486,7 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
         at = lambda x: jnp.sum(jnp.where(here, x, 0), axis=0)
         floor, cap = window_now(c)
         beta = jnp.where(depth == 1, -floor, at(c["beta"]))  # the root action's window narrows
-        active = c["position"] < none
+        active = (c["position"] < none) & within_budget(c)
         done = active & ((at(c["untried"]) == 0) | (at(c["alpha"]) >= beta))
         value = at(c["best"])  # for the node's player to move
         finished = done & (depth == 0)
@@ -501,7 +505,8 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
         row = jnp.where(finished, c["position"], none)
         c["out_nodes"] = c["out_nodes"].at[row].add(c["nodes"], mode="drop")
         c["tasks_left"] = c["tasks_left"].at[row].add(-1, mode="drop")
-        c["position_best"] = c["position_best"].at[row].max(value, mode="drop")
+        if not (isinstance(mode, int) and mode == MODE_IDS["results"]):  # that mode's window never reads it
+            c["position_best"] = c["position_best"].at[row].max(value, mode="drop")
         return take_tasks(c, finished)
 
     def expand(c):
@@ -510,7 +515,7 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
         here = depth_ids == depth
         at = lambda x: jnp.sum(jnp.where(here, x, 0), axis=0)
         floor, cap = window_now(c)
-        active = c["position"] < none
+        active = (c["position"] < none) & within_budget(c)
         alpha = at(c["alpha"])
         beta = jnp.where(depth == 1, -floor, at(c["beta"]))
         words = _keep(jnp.sum(jnp.where(here[:, None, :], c["stack"], 0), axis=0), one)  # [W, L]
@@ -564,18 +569,33 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
         return c
 
     def body(c):
+        """One iteration; it changes nothing once every lane is idle or the budget is spent."""
+        busy = (c["position"] < none) & within_budget(c)
+        # Lanes only fall idle, so the loop ran as long as its last busy lane (no scalar
+        # reduction here: on a GPU it would be one block's kernel, fused with the lanes' work).
+        busy_until = jnp.where(busy, c["iterations"] + 1, c["busy_until"])
         for _ in range(config.pops_per_step):
             c = close_nodes(c)
         c = expand(c)
-        return dict(c, iterations=c["iterations"] + 1)
+        return dict(c, iterations=c["iterations"] + 1, busy_until=busy_until)
 
     limit = config.max_iterations if max_iterations is None else max_iterations
 
+    def within_budget(c):
+        return (limit <= 0) | (c["iterations"] < limit)
+
     def running(c):
-        return jnp.any(c["position"] < none) & ((limit <= 0) | (c["iterations"] < limit))
+        return jnp.any(c["position"] < none) & within_budget(c)
 
     carry = take_tasks(carry, jnp.ones((num_lanes,), bool))
-    carry = jax.lax.while_loop(running, body, carry)
+    if traced_for_gpu():
+        # On a GPU a while_loop's condition is a host round trip (~80 us idle an iteration in an
+        # h100.yaml iteration's 500): test it every GPU_CHECK_EVERY iterations, the others a
+        # static loop; the iterations past the end change nothing.
+        chunk = lambda c: jax.lax.fori_loop(0, GPU_CHECK_EVERY, lambda _, c: body(c), c)  # noqa: E731
+        carry = jax.lax.while_loop(running, chunk, carry)
+    else:
+        carry = jax.lax.while_loop(running, body, carry)
     solved = solvable & (carry["tasks_left"] == 0)
     legal = root_legal & solved[:, None]
     action_margin = jnp.where(legal, carry["out_margin"].reshape(num_positions, NUM_ACTIONS), 0)
@@ -600,7 +620,7 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
         legal=legal,
         nodes=jnp.where(solved, carry["out_nodes"] + 1, 0),
     )
-    return solution, carry["iterations"]
+    return solution, jnp.max(carry["busy_until"])
 
 
 def solve(states: game.State, config: SolverConfig = SolverConfig()) -> Solution:
