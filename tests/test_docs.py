@@ -199,7 +199,7 @@ TINY_RUN = {
             "--set", "ppo.rollout_length=4", "--set", "ppo.num_minibatches=2", "--set", "ppo.pool_size=2"],
     "search": ["--batch-sizes", "4", "--simulations", "2", "--repeats", "1", "--evaluator", "uniform"],
     "network": ["--batch-sizes", "8", "--turns", "2", "--repeats", "1", "--torso", "auto", "--set", "network.width=16",
-                "--set", "network.depth=1", "--set", "network.afterstates.replies=false"],
+                "--set", "network.depth=1", "--set", "network.afterstates=false"],
     "endgames": ["--positions", "64", "--source", "suite", "--modes", "results", "--lanes", "0", "--repeats", "1"],
     "matches": ["--agents", "random", "--opponent", "random", "--deals", "2", "--repeats", "1"],
 }
