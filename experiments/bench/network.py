@@ -13,7 +13,6 @@ import argparse
 import dataclasses
 
 import jax
-import jax.numpy as jnp
 
 from bench import common
 from bench.env import sample_uniform_legal
@@ -81,8 +80,7 @@ def bench_network(base_config, batch_size: int, turn: int, tier: int, torso: str
     least = int(outputs[2]) if len(outputs) > 2 else 0
     return dict(batch_size=batch_size, turn=turn, tier=tier, tier_name=names[tier], fits=least <= tier,
                 least_tier=least, torso=torso, network=common.network_name(base_config), seconds=best,
-                states_per_second=batch_size / best, compile_seconds=compile_s,
-                to_move=int(jnp.sum(~states.terminated)))
+                states_per_second=batch_size / best, compile_seconds=compile_s)
 
 
 def run(args: argparse.Namespace) -> int:
