@@ -15,7 +15,7 @@ import dataclasses
 import jax
 
 from bench import common
-from bench.env import sample_uniform_legal
+from bench.search import search_positions
 from beastybar_jax.afterstate_scorer import AfterstateScorer
 from beastybar_jax.games import Game, get_game
 from beastybar_jax.network import init_params, make_network
@@ -24,24 +24,6 @@ from beastybar_jax.seeds import seed_key
 
 DEFAULT_CONFIG = "configs/h100.yaml"
 TORSOS = ("auto", "xla")
-
-
-def turn_positions(game: Game, batch_size: int, turn: int, key: jax.Array):
-    """``batch_size`` fresh deals after ``turn`` random legal moves each (a finished game
-    stays as it ended)."""
-    init_key, play_key = jax.random.split(key)
-
-    @jax.jit
-    def play(init_key, play_key):
-        states = jax.vmap(game.init)(jax.random.split(init_key, batch_size))
-
-        def one_move(states, key):
-            actions = sample_uniform_legal(key, jax.vmap(game.legal_action_mask)(states))
-            return jax.vmap(game.step)(states, actions), None
-
-        return jax.lax.scan(one_move, states, jax.random.split(play_key, turn))[0]
-
-    return jax.block_until_ready(play(init_key, play_key))
 
 
 def tier_names(base_config, game: Game, batch_size: int) -> list[str]:
@@ -69,7 +51,7 @@ def bench_network(base_config, batch_size: int, turn: int, tier: int, torso: str
     names = tier_names(base_config, game, batch_size)
     if len(names) > 1:
         evaluator = evaluator.at_tier(tier)
-    states = turn_positions(game, batch_size, turn, jax.random.fold_in(key, turn))
+    states = search_positions(game, batch_size, jax.random.fold_in(key, turn), turn=turn)
 
     def evaluate(params, states):
         return dataclasses.replace(evaluator, params=params)(states)

@@ -32,16 +32,18 @@ MCTX_MODES = ("patched", "stock", "both")
 LOOPS = ("auto", "dynamic", "static", "static-xla")
 
 
-def search_positions(game: Game, batch_size: int, key: jax.Array):
+def search_positions(game: Game, batch_size: int, key: jax.Array, turn: int | None = None):
     """``batch_size`` positions to search: each game plays a uniformly random number
-    of random legal moves, from 0 to 3/4 of the longest game, from a fresh deal."""
+    of random legal moves, from 0 to 3/4 of the longest game, from a fresh deal; or, with
+    ``turn``, every game ``turn`` moves (a finished game stays as it ended)."""
     init_key, length_key, play_key = jax.random.split(key, 3)
-    num_moves = (3 * game.max_game_length) // 4
+    num_moves = (3 * game.max_game_length) // 4 if turn is None else turn
 
     @jax.jit
     def play(init_key, length_key, play_key):
         states = jax.vmap(game.init)(jax.random.split(init_key, batch_size))
-        stop = jax.random.randint(length_key, (batch_size,), 0, num_moves + 1)
+        stop = (jnp.full((batch_size,), turn) if turn is not None
+                else jax.random.randint(length_key, (batch_size,), 0, num_moves + 1))
 
         def one_move(states, inputs):
             move, key = inputs

@@ -486,7 +486,7 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
         at = lambda x: jnp.sum(jnp.where(here, x, 0), axis=0)
         floor, cap = window_now(c)
         beta = jnp.where(depth == 1, -floor, at(c["beta"]))  # the root action's window narrows
-        active = (c["position"] < none) & within_budget(c)
+        active = busy(c)
         done = active & ((at(c["untried"]) == 0) | (at(c["alpha"]) >= beta))
         value = at(c["best"])  # for the node's player to move
         finished = done & (depth == 0)
@@ -515,7 +515,7 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
         here = depth_ids == depth
         at = lambda x: jnp.sum(jnp.where(here, x, 0), axis=0)
         floor, cap = window_now(c)
-        active = (c["position"] < none) & within_budget(c)
+        active = busy(c)
         alpha = at(c["alpha"])
         beta = jnp.where(depth == 1, -floor, at(c["beta"]))
         words = _keep(jnp.sum(jnp.where(here[:, None, :], c["stack"], 0), axis=0), one)  # [W, L]
@@ -570,10 +570,9 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
 
     def body(c):
         """One iteration; it changes nothing once every lane is idle or the budget is spent."""
-        busy = (c["position"] < none) & within_budget(c)
         # Lanes only fall idle, so the loop ran as long as its last busy lane (no scalar
         # reduction here: on a GPU it would be one block's kernel, fused with the lanes' work).
-        busy_until = jnp.where(busy, c["iterations"] + 1, c["busy_until"])
+        busy_until = jnp.where(busy(c), c["iterations"] + 1, c["busy_until"])
         for _ in range(config.pops_per_step):
             c = close_nodes(c)
         c = expand(c)
@@ -581,11 +580,12 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
 
     limit = config.max_iterations if max_iterations is None else max_iterations
 
-    def within_budget(c):
-        return (limit <= 0) | (c["iterations"] < limit)
+    def busy(c):
+        """The lanes with a search to work on, while the budget lasts."""
+        return (c["position"] < none) & ((limit <= 0) | (c["iterations"] < limit))
 
     def running(c):
-        return jnp.any(c["position"] < none) & within_budget(c)
+        return jnp.any(busy(c))
 
     carry = take_tasks(carry, jnp.ones((num_lanes,), bool))
     if traced_for_gpu():
