@@ -68,6 +68,10 @@ class NetworkConfig(ConfigModel):
       afterstates: the afterstate scorer (:class:`~beastybar_jax.afterstate_scorer.AfterstateConfig`:
         ``width``, ``replies``, ``answers``), or None (``false``) for none; ``true``: its
         defaults. Needs a game with ``Game.afterstates``.
+      torso_kernel: the MLP torso where the search and PPO's rollout apply the network
+        (never differentiated): ``"auto"``, one Pallas kernel where traced for a GPU in
+        bfloat16 (``torso_kernel.py``), else XLA's operations; ``"xla"``, XLA's operations
+        always. The outputs agree to bfloat16's rounding; the learners use XLA's.
     """
 
     location: ClassVar[str] = "network"
@@ -79,6 +83,7 @@ class NetworkConfig(ConfigModel):
     dtype: Literal["float32", "bfloat16"] = "float32"
     aux_score_head: bool = True
     afterstates: Optional[AfterstateConfig] = None
+    torso_kernel: Literal["auto", "xla"] = "auto"
 
     @model_validator(mode="before")
     @classmethod
@@ -281,10 +286,12 @@ class PolicyValueNet(nn.Module):
         (``afterstate_scorer.MIXED``), not the chain of list sizes for a search's batch."""
         return self.clone(afterstate_tier=afterstate_scorer.MIXED) if self.config.afterstates is not None else self
 
-    def for_inference(self, torso_kernel: str = "auto") -> "PolicyValueNet":
-        """This network as the search and the rollout apply it, never differentiated: an MLP
-        torso as one Pallas kernel where traced for a GPU in bfloat16 (``"auto"``,
-        :data:`TORSO_KERNELS`), the same outputs to bfloat16's rounding."""
+    def for_inference(self, torso_kernel: Optional[str] = None) -> "PolicyValueNet":
+        """This network as the search and the rollout apply it, never differentiated: its MLP
+        torso as ``torso_kernel`` says (:data:`TORSO_KERNELS`; by default the config's
+        ``network.torso_kernel``: ``"auto"``, one Pallas kernel where traced for a GPU in
+        bfloat16), the same outputs to bfloat16's rounding."""
+        torso_kernel = self.config.torso_kernel if torso_kernel is None else torso_kernel
         _torso_kernel(torso_kernel, self.config.width, self.config.compute_dtype)  # checks the name
         return self.clone(torso_kernel=torso_kernel)
 

@@ -70,6 +70,7 @@ def test_to_dict_from_dict_round_trip():
     (["alphazero.buffer_size=100", "alphazero.min_buffer_size=10"],
      "'alphazero.buffer_size' (100) must hold at least one finished game"),
     (["network.torso=cnn"], "network.torso"),
+    (["network.torso_kernel=pallas"], "'network.torso_kernel' must be one of auto, xla"),
     (["search.algorithm=alphabeta"], "search.algorithm"),
     (["search.value_scale=.inf"], "'search.value_scale' must be a finite number"),  # NaN root values, rc 0
     (["search.gumbel_scale=.nan"], "'search.gumbel_scale' must be a finite number"),

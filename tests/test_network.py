@@ -140,8 +140,9 @@ def test_the_torso_kernel_gives_the_networks_outputs(models, observations, dtype
     network's outputs to the compute dtype's rounding, on 70 rows (a block of 64 and a
     part block) and perturbed weights (a wrong LayerNorm, bias or ReLU would show), from
     the weights :func:`precast` cast; ``for_inference()`` picks the kernel only where
-    traced for a GPU, in bfloat16 (the learners' XLA form is what they differentiate), and
-    the interpreter's or none where ``for_gpu(kernels=...)`` says so."""
+    traced for a GPU, in bfloat16 (the learners' XLA form is what they differentiate), the
+    interpreter's or none where ``for_gpu(kernels=...)`` says so, and none where the config
+    says ``torso_kernel: xla`` (unless the caller asks for one)."""
     from beastybar_jax.games import tracing
 
     network = make_network(NetworkConfig(torso="mlp", width=WIDTH, depth=2, dtype=dtype), GAME)
@@ -169,6 +170,9 @@ def test_the_torso_kernel_gives_the_networks_outputs(models, observations, dtype
     assert uses_kernel(network.for_inference(), True, "interpret") == (dtype == "bfloat16" and "interpret")
     assert not uses_kernel(network.for_inference(), True, "xla")
     assert not uses_kernel(network.for_inference(), False) and not uses_kernel(network, True)
+    xla = make_network(network.config.model_copy(update=dict(torso_kernel="xla")), GAME)
+    assert not uses_kernel(xla.for_inference(), True)
+    assert uses_kernel(xla.for_inference("auto"), True) == (dtype == "bfloat16" and "pallas")
 
 
 def _weight_casts_in_loops(jaxpr, weight_shapes, in_loop=False) -> int:

@@ -136,12 +136,12 @@ class NetworkEvaluator:
         return dataclasses.replace(self, tier=tier)
 
 
-def network_evaluator(game: Game, network, params, torso_kernel: str = "auto") -> NetworkEvaluator:
+def network_evaluator(game: Game, network, params, torso_kernel: Optional[str] = None) -> NetworkEvaluator:
     """The :class:`NetworkEvaluator` of ``network`` with ``params``, the weights that the
     network casts at every call cast once, here (:func:`beastybar_jax.network.precast`):
     not at every simulation; the network as applied for inference
-    (``PolicyValueNet.for_inference(torso_kernel)``: by default an MLP torso as one kernel
-    where traced for a GPU)."""
+    (``PolicyValueNet.for_inference(torso_kernel)``: by default the config's
+    ``network.torso_kernel``)."""
     return NetworkEvaluator(game, network.for_inference(torso_kernel), precast(network, params, game.observation_size))
 
 

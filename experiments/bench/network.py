@@ -3,8 +3,8 @@ observed for its player to move, then the network with its weights cast once), f
 in lockstep at a turn of random play, as self-play's searches see them. With the afterstate
 scorer, at each of its tiers (the game's list capacities for groups of 128 states, then the
 slots): ``fits`` says whether that tier's lists held every row (where not, the search would
-score the batch again at a later tier). ``--torso`` compares the MLP torso's two forms on a
-GPU: one Pallas kernel (``auto``) or XLA's operations (``xla``).
+score the batch again at a later tier). ``--torso auto,xla`` compares the MLP torso's two forms
+on a GPU (``network.torso_kernel``): one Pallas kernel (``auto``) or XLA's operations (``xla``).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     for batch in args.batch_sizes:
         for turn in args.turns:
             for tier in tiers[batch]:
-                for torso in args.torso:
+                for torso in args.torso or [base.network.torso_kernel]:
                     common.check_signals()
                     label = f"batch {batch} turn {turn} tier {tier} torso {torso}"
                     row = common.unless_out_of_memory(label, lambda: bench_network(
@@ -115,8 +115,8 @@ def add_parser(subparsers) -> None:
                    help="random moves played before the evaluation (default 4,12,16)")
     p.add_argument("--tiers", type=common.list_of(minimum=0), default=None,
                    help="the afterstate tiers to time (default: every one)")
-    p.add_argument("--torso", type=common.list_of(choices=TORSOS), default=["auto"],
+    p.add_argument("--torso", type=common.list_of(choices=TORSOS), default=None,
                    help="the MLP torso: auto (one Pallas kernel where traced for a GPU in bfloat16) or xla, "
-                        "or both: auto,xla (default auto)")
+                        "or both: auto,xla (default: the config's network.torso_kernel)")
     common.add_common_arguments(p, out="bench_results/network.json", repeats_help="timed evaluations")
     p.set_defaults(func=run)

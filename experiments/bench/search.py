@@ -60,21 +60,18 @@ def search_positions(game: Game, batch_size: int, key: jax.Array, turn: int | No
 
 
 def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: str, mctx: str,
-                 repeats: int, seed: int = 0, loop: str = "auto", compile_for: str | None = None,
-                 torso: str = "auto") -> dict:
+                 repeats: int, seed: int = 0, loop: str = "auto", compile_for: str | None = None) -> dict:
     """Compile and time ``run_search`` alone for ``batch_size`` positions with
     ``base_config``'s search and, unless ``evaluator == "uniform"``, its network with
     fresh parameters. ``mctx``: ``"patched"`` (``mctx_patch``'s ``loop``) or ``"stock"``
     (mctx's own). ``compile_for``: compile for that GPU (:func:`common.target_device`)
     instead, traced as for a GPU (``loop`` ``"auto"`` is the static one), without timing.
-    ``torso``: the network's MLP torso as ``network_evaluator`` applies it (``"auto"``: one
-    Pallas kernel where traced for a GPU in bfloat16) or as XLA operations (``"xla"``)."""
+    The network's MLP torso is as ``network.torso_kernel`` says."""
     game = get_game(base_config.game)
     search_config = base_config.search.replace(num_simulations=num_simulations)
     key = seed_key(seed)
     if compile_for is not None:
-        return _compile_only(base_config, game, search_config, batch_size, evaluator, mctx, loop, compile_for, key,
-                             torso)
+        return _compile_only(base_config, game, search_config, batch_size, evaluator, mctx, loop, compile_for, key)
     states = search_positions(game, batch_size, key)
     if evaluator == "uniform":
         params, evaluator_name = (), "uniform"
@@ -83,7 +80,7 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
         network = make_network(base_config.network, game)
         params = jax.jit(init_params, static_argnums=(0, 2))(network, key, game.observation_size)
         evaluator_name = common.network_name(base_config)
-        make_evaluate = lambda params: network_evaluator(game, network, params, torso_kernel=torso)
+        make_evaluate = lambda params: network_evaluator(game, network, params)
 
     def search(params, states, key):
         return run_search(game, make_evaluate(params), states, key, search_config, add_noise=True)
@@ -100,13 +97,13 @@ def bench_search(base_config, batch_size: int, num_simulations: int, evaluator: 
         loop=mctx_patch.resolve_loop(loop) if mctx == "patched" else "stock",
         body_ops=body.total, body_nested_loops=[list(loop_) for loop_ in body.nested_loops],
         body_bytes=body.bytes, body_bytes_by_scope=body.bytes_by_scope, search=search_config.algorithm, num_determinizations=search_config.num_determinizations,
-        network=evaluator_name, torso=torso, search_seconds=best, cpu_seconds=best_cpu,
+        network=evaluator_name, torso=base_config.network.torso_kernel, search_seconds=best, cpu_seconds=best_cpu,
         simulations_per_second=simulations / best, seconds_per_simulation=best / simulations,
         compile_seconds=compile_s, load_average=os.getloadavg()[0],
     )
 
 
-def _compile_only(base_config, game, search_config, batch_size, evaluator, mctx, loop, target, key, torso) -> dict:
+def _compile_only(base_config, game, search_config, batch_size, evaluator, mctx, loop, target, key) -> dict:
     """:func:`bench_search`'s row for a program compiled for GPU ``target``, not run."""
     from beastybar_jax.games import tracing
 
@@ -118,7 +115,7 @@ def _compile_only(base_config, game, search_config, batch_size, evaluator, mctx,
         network = make_network(base_config.network, game)
         params = jax.eval_shape(lambda k: init_params(network, k, game.observation_size), key)
         evaluator_name = common.network_name(base_config)
-        make_evaluate = lambda params: network_evaluator(game, network, params, torso_kernel=torso)
+        make_evaluate = lambda params: network_evaluator(game, network, params)
     states = jax.eval_shape(lambda k: jax.vmap(game.init)(jax.random.split(k, batch_size)), key)
 
     def search(params, states, key):
@@ -135,8 +132,9 @@ def _compile_only(base_config, game, search_config, batch_size, evaluator, mctx,
         body_nested_loops=[list(loop_) for loop_ in body.nested_loops], body_bytes=body.bytes,
         body_bytes_by_scope=body.bytes_by_scope, compiled_for=target,
         search=search_config.algorithm, num_determinizations=search_config.num_determinizations,
-        network=evaluator_name, torso=torso, search_seconds=nan, cpu_seconds=nan, simulations_per_second=nan,
-        seconds_per_simulation=nan, compile_seconds=compile_s, load_average=os.getloadavg()[0],
+        network=evaluator_name, torso=base_config.network.torso_kernel, search_seconds=nan, cpu_seconds=nan,
+        simulations_per_second=nan, seconds_per_simulation=nan, compile_seconds=compile_s,
+        load_average=os.getloadavg()[0],
     )
 
 
@@ -175,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
                 common.check_signals()
                 row = common.unless_out_of_memory(f"batch {batch} sims {sims} {label}", lambda: bench_search(
                     base, batch, sims, args.evaluator, mode, args.repeats, seed=args.seed, loop=loop,
-                    compile_for=args.compile_for, torso=args.torso))
+                    compile_for=args.compile_for))
                 if row is not None:
                     rows.append(row)
                     timing = (f"compiled for {args.compile_for}, not run" if args.compile_for else
@@ -220,9 +218,6 @@ def add_parser(subparsers) -> None:
     p.add_argument("--loop", type=common.list_of(choices=LOOPS), default=["auto"],
                    help="patched: the search loops to measure, e.g. dynamic,static (default auto: dynamic on a CPU, "
                         "static elsewhere; static-xla: the static loop with its walk as XLA operations)")
-    p.add_argument("--torso", choices=("auto", "xla"), default="auto",
-                   help="the network's MLP torso: one Pallas kernel where traced for a GPU in bfloat16 (auto, the "
-                        "default, as the search runs it) or XLA operations")
     p.add_argument("--compile-for", choices=common.COMPILE_TARGETS, default=None,
                    help="compile for that GPU without one (XLA's deviceless compilation; needs JAX's CUDA plugin, "
                         "and JAX_PLATFORMS=cpu where no GPU is present) and report the ops per simulation, "
