@@ -323,5 +323,7 @@ def write_report(out: str, benchmark: str, machine: dict, args: argparse.Namespa
 
 
 def network_name(config: TrainConfig) -> str:
+    """E.g. ``mlp 256x4 bfloat16 + afterstates``; ``(XLA torso)`` where ``network.torso_kernel`` says ``xla``."""
     net = config.network
-    return f"{net.torso} {net.width}x{net.depth} {net.dtype}" + (" + afterstates" if net.afterstates else "")
+    return (f"{net.torso} {net.width}x{net.depth} {net.dtype}" + (" + afterstates" if net.afterstates else "")
+            + (" (XLA torso)" if net.torso == "mlp" and net.torso_kernel == "xla" else ""))
