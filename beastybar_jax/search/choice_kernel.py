@@ -7,10 +7,11 @@ operations the rule (two softmaxes, the mixed value, the rescaled Q-values, an a
 about ten reductions over each row's ``A`` children) is eight kernels, each writing
 ``[B, D, A]`` floats for the next to read back: at 4,096 games x 64 simulations ~345 of
 the ~480 MB a simulation moves (``benchmark.py search --compile-for h100``). Here it is
-one kernel: a program takes a block of games and, for each row of their paths, loads
-the row's children (their indices and prior logits), gathers the visited children's
-statistics from their own rows and keeps everything else in registers; rows past a
-walk's end are masked loads, which read nothing.
+one kernel: a program takes a block of games and one row of their paths (the rows are
+independent: a grid of blocks x rows, not a loop over the rows, whose dependent loads made
+a chain of ``D`` memory latencies), loads the row's children (their indices and prior
+logits), gathers the visited children's statistics from their own rows and keeps
+everything else in registers; rows past a walk's end are masked loads, which read nothing.
 
 The rule is mctx's ``gumbel_muzero_interior_action_selection`` with
 ``qtransform_completed_by_mix_value`` (its keyword arguments read from the search's
@@ -205,7 +206,9 @@ def _kernel(*refs, num_nodes: int, num_actions: int, width: int, num_rows: int, 
         action_ref[games * num_rows + d] = action
         next_ref[games * num_rows + d] = next_node
 
-    if root is not None:  # the first row is the root: Sequential Halving's table and the Gumbel noise
+    d = pl.program_id(1)  # the path's row this program chooses at: the rows are independent
+
+    def root_row():  # the first row is the root: Sequential Halving's table and the Gumbel noise
         on_path, present, index, prior, visits, *rest = load(0)
         cells = games[:, None] * num_actions + columns[None, :]
         gumbel = plgpu.load(gumbel_ref.at[cells], mask=present, other=0.0)
@@ -220,12 +223,15 @@ def _kernel(*refs, num_nodes: int, num_actions: int, width: int, num_rows: int, 
         store(0, *_choose_root(index, prior, visits, *rest, gumbel, invalid != 0,
                                considered.astype(jnp.float32)[:, None], columns, real, root))
 
-    def row(d, carry):
+    def interior_row():
         _, _, index, prior, visits, reward, discount, value, raw_value = load(d)
         store(d, *_choose(index, prior, visits, reward, discount, value, raw_value, columns, real, rule))
-        return carry
 
-    jax.lax.fori_loop(0 if root is None else 1, num_rows, row, 0)
+    if root is None:
+        interior_row()
+    else:
+        pl.when(d == 0)(root_row)
+        pl.when(d > 0)(interior_row)
 
 
 def choices(stats: chex.Array, children_index: chex.Array, prior_logits: chex.Array, rows: chex.Array,
@@ -273,7 +279,7 @@ def _choices_of_games(stats, children_index, prior_logits, rows, root_gumbel=Non
                                num_stats=stats.shape[-1], rule=rule, root=root)
     out = jax.ShapeDtypeStruct((padded * num_rows,), jnp.int32)
     action, next_node = pl.pallas_call(
-        kernel, out_shape=(out, out), grid=(padded // BLOCK,), interpret=interpret,
+        kernel, out_shape=(out, out), grid=(padded // BLOCK, num_rows), interpret=interpret,
         compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=1), name="search_choices",
     )(*inputs)
     unflat = lambda x: x.reshape(padded, num_rows)[:batch_size]  # noqa: E731
