@@ -77,11 +77,12 @@ def trained_run(tmp_path_factory):
 def with_trained_runs(argv: list[str], trained_run: str) -> list[str]:
     """The documented run directories replaced by runs trained in this session:
     ``runs/quick``, the lever runs ``runs/levers*``, the GPU runs ``runs/h100*`` and ``runs/gpu*`` and the
-    endgame fits ``runs/fit*`` (or one of their checkpoints) by the tiny run, ``runs/tictactoe`` by tests/helpers/tictactoe_training.py's."""
+    endgame fits ``runs/fit*`` (or one of their checkpoints) by the tiny run, ``runs/tictactoe`` by
+    tests/helpers/tictactoe_training.py's short run."""
     out = []
     for word in argv:
         if "runs/tictactoe" in word:
-            word = word.replace("runs/tictactoe", str(tictactoe_training.trained_run()["run_dir"]))
+            word = word.replace("runs/tictactoe", str(tictactoe_training.short_run()["run_dir"]))
         out.append(re.sub(r"runs/(quick|levers\w*|h100\w*|gpu\w*|fit\w*)(/checkpoints/\d+)?", trained_run, word))
     return out
 

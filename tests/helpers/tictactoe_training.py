@@ -1,8 +1,9 @@
-"""The tic-tac-toe training run shared by tests (trained once per session, ~1 min on 2 cores).
+"""The tic-tac-toe training runs shared by tests (each trained once per session).
 
-``configs/tictactoe.yaml`` exactly as a user runs it, in a temporary run directory:
-tests/test_tictactoe_learning.py checks it learned perfect play, tests/test_docs.py
-uses it where the docs say ``runs/tictactoe``.
+:func:`trained_run`: ``configs/tictactoe.yaml`` exactly as a user runs it (~1 min on 2
+cores), in a temporary run directory: tests/test_tictactoe_learning.py checks it learned
+perfect play. :func:`short_run`: the same config for two iterations (~10 s), a run with a
+checkpoint where tests/test_docs.py needs one for ``runs/tictactoe``, not what it learned.
 """
 
 from __future__ import annotations
@@ -25,13 +26,22 @@ from helpers.tiny_training import OPTIMIZED
 CONFIG = REPO_ROOT / "configs" / "tictactoe.yaml"
 
 
-@functools.lru_cache(maxsize=None)
-def trained_run() -> dict:
+def _train(overrides: list[str], compiler_options=None) -> dict:
     run_dir = pathlib.Path(tempfile.mkdtemp(prefix="tictactoe_"))
     atexit.register(shutil.rmtree, run_dir, ignore_errors=True)
-    config = load_config(CONFIG, [f"run_dir={run_dir}", "tensorboard=false"])
-    loop = TrainLoop(config, trainer=make_trainer(config, compiler_options=OPTIMIZED), console=False)
+    config = load_config(CONFIG, [f"run_dir={run_dir}", "tensorboard=false", *overrides])
+    loop = TrainLoop(config, trainer=make_trainer(config, compiler_options=compiler_options), console=False)
     state = jax.device_get(loop.run())
     loop.close()
     return dict(config=config, run_dir=run_dir, network=loop.trainer.network, params=state.params,
                 game=loop.trainer.game, metrics=read_jsonl(str(run_dir / "metrics.jsonl")))
+
+
+@functools.lru_cache(maxsize=None)
+def trained_run() -> dict:
+    return _train([], OPTIMIZED)  # 50 iterations: XLA's optimised code, not the suite's cheap one
+
+
+@functools.lru_cache(maxsize=None)
+def short_run() -> dict:
+    return _train(["num_iterations=2"])
