@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from beastybar_jax.per_game import on_each_device
 
 BLOCK = 64  # rows per kernel program
+NUM_WARPS = 8  # per program
 EPSILON = 1e-6  # flax.linen.LayerNorm's
 
 
@@ -108,6 +109,6 @@ def _torso_rows(observation, *leaves, width: int, depth: int, dtype, interpret: 
                                depth=depth, dtype=dtype)
     out = pl.pallas_call(
         kernel, out_shape=jax.ShapeDtypeStruct((num * width,), dtype), grid=(pl.cdiv(num, BLOCK),),
-        interpret=interpret, compiler_params=plgpu.CompilerParams(num_warps=8, num_stages=1), name="mlp_torso",
+        interpret=interpret, compiler_params=plgpu.CompilerParams(num_warps=NUM_WARPS, num_stages=1), name="mlp_torso",
     )(observation.reshape(-1), *leaves)
     return out.reshape(num, width)
