@@ -453,6 +453,12 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
         out_nodes=jnp.zeros((num_positions,), jnp.int32),
     )
 
+    limit = config.max_iterations if max_iterations is None else max_iterations
+
+    def busy(c):
+        """The lanes with a search to work on, while the budget lasts."""
+        return (c["position"] < none) & ((limit <= 0) | (c["iterations"] < limit))
+
     def take_tasks(c, free):
         """Give each ``free`` lane the next task (a position and one of its actions)."""
         index = c["next_task"] + jnp.cumsum(free) - 1
@@ -577,12 +583,6 @@ def search(states: game.State, config: SolverConfig = SolverConfig(), mode=None,
             c = close_nodes(c)
         c = expand(c)
         return dict(c, iterations=c["iterations"] + 1, busy_until=busy_until)
-
-    limit = config.max_iterations if max_iterations is None else max_iterations
-
-    def busy(c):
-        """The lanes with a search to work on, while the budget lasts."""
-        return (c["position"] < none) & ((limit <= 0) | (c["iterations"] < limit))
 
     def running(c):
         return jnp.any(busy(c))
