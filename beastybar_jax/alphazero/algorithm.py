@@ -34,7 +34,7 @@ from beastybar_jax.alphazero.replay import ReplayBuffer
 from beastybar_jax.network import init_params
 from beastybar_jax.learning import sharding
 from beastybar_jax.learning.algorithm import Algorithm, unmeasured_game_metrics
-from beastybar_jax.learning.optimizer import make_schedule
+from beastybar_jax.learning.optimizer import global_norm, make_schedule, scan_updates
 
 LEARNER_METRICS = ("loss", "policy_loss", "value_loss", "aux_loss", "policy_entropy", "grad_norm")
 
@@ -115,7 +115,7 @@ def make_learner(network, optimizer: optax.GradientTransformation, az: AlphaZero
         batch = constrain(replay_lib.sample(replay, key, az.batch_size))
         (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, network, batch, az,
                                                                         aux_score_head)
-        metrics["grad_norm"] = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
+        metrics["grad_norm"] = global_norm(grads)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state, replay), metrics
 
@@ -123,9 +123,9 @@ def make_learner(network, optimizer: optax.GradientTransformation, az: AlphaZero
         if az.updates_per_iteration == 0:
             return params, opt_state, {name: jnp.zeros((), jnp.float32) for name in LEARNER_METRICS
                                        if aux_score_head or name != "aux_loss"}
-        (params, opt_state, _), metrics = jax.lax.scan(
+        (params, opt_state, _), metrics = scan_updates(
             sgd_step, (params, opt_state, replay), jax.random.split(key, az.updates_per_iteration))
-        return params, opt_state, jax.tree.map(jnp.mean, metrics)
+        return params, opt_state, metrics
 
     return learn
 

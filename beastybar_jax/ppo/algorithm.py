@@ -31,7 +31,7 @@ from beastybar_jax.config.ppo import POOL, SELF, PPOConfig
 from beastybar_jax.ppo.loss import Batch, advantages, loss_fn
 from beastybar_jax.learning import sharding
 from beastybar_jax.learning.algorithm import Algorithm, metric_name, unmeasured_game_metrics
-from beastybar_jax.learning.optimizer import make_schedule
+from beastybar_jax.learning.optimizer import global_norm, make_schedule, scan_updates
 from beastybar_jax.validation import ConfigError
 
 
@@ -152,7 +152,7 @@ def make_learner(network, optimizer: optax.GradientTransformation, config: PPOCo
         params, opt_state = carry
         (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, network, minibatch, config,
                                                                         aux_score_head)
-        metrics["grad_norm"] = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
+        metrics["grad_norm"] = global_norm(grads)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), metrics
 
@@ -162,13 +162,13 @@ def make_learner(network, optimizer: optax.GradientTransformation, config: PPOCo
         order = jax.random.permutation(key, rows)
         minibatches = jax.tree.map(
             lambda x: x[order].reshape((config.num_minibatches, rows // config.num_minibatches) + x.shape[1:]), batch)
-        (params, opt_state), metrics = jax.lax.scan(sgd_step, carry[:2], minibatches)
+        (params, opt_state), metrics = scan_updates(sgd_step, carry[:2], minibatches)
         return (params, opt_state, batch), metrics
 
-    def learn(params, opt_state, batch: Batch, key):
-        (params, opt_state, _), metrics = jax.lax.scan(epoch, (params, opt_state, batch),
+    def learn(params, opt_state, batch: Batch, key):  # epochs of equal minibatch counts: the mean of their means
+        (params, opt_state, _), metrics = scan_updates(epoch, (params, opt_state, batch),
                                                        jax.random.split(key, config.num_epochs))
-        return params, opt_state, jax.tree.map(jnp.mean, metrics)
+        return params, opt_state, metrics
 
     return learn
 

@@ -3,10 +3,12 @@ open in TensorBoard's profile plugin or Perfetto, the operations each simulation
 body runs (each a kernel launch on a GPU), and, on a GPU, the kernels the device ran and
 the share of the iteration's wall time it was busy.
 
-The iteration is the one ``train.py`` runs: compiled first (compile time apart, and of it
-the time JAX spent tracing and lowering, in Python, before XLA's compiler), then
-enough warm-up iterations that the timed one learns (AlphaZero's replay buffer holds
-games), then ``--iterations`` traced ones, each ended with ``block_until_ready``. The
+The iteration is the one ``train.py`` runs (``--loop``: the search loop it traces;
+``static-xla`` runs the walk and Gumbel's choices as XLA operations, not Pallas kernels):
+compiled first (compile time apart, and of it the time JAX spent tracing and lowering,
+in Python, before XLA's compiler), then enough warm-up iterations that the timed one
+learns (AlphaZero's replay buffer holds games), then ``--iterations`` traced ones, each
+ended with ``block_until_ready``. The
 device's busy time is the union of its kernels' intervals on its streams; on a CPU the
 trace has no device timeline, so the busy share is not measured there.
 """
@@ -23,7 +25,7 @@ import time
 import jax
 
 from bench import common
-from beastybar_jax.search import programs
+from beastybar_jax.search import mctx_patch, programs
 from beastybar_jax.training.trainer import make_trainer
 
 DEFAULT_CONFIG = "configs/h100.yaml"
@@ -114,18 +116,19 @@ def profile_iteration(config, trace_dir: str, iterations: int, repeats: int = 0)
     return row
 
 
-def compile_only(config, target: str) -> dict:
-    """The row of ``config``'s iteration compiled for GPU ``target`` (not run): ops in the
-    simulation (or rollout step) loop's body, compile seconds."""
+def compile_only(config, target: str, loop: str = "auto") -> dict:
+    """The row of ``config``'s iteration compiled for GPU ``target`` (not run), with the
+    search loop ``loop`` as traced there: ops in the simulation (or rollout step) loop's
+    body, compile seconds."""
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     from beastybar_jax.games import tracing
-    from beastybar_jax.search import mctx_patch
     from beastybar_jax.training.trainer import abstract_state
 
     mesh = Mesh(np.array([common.target_device(target)]), ("data",))
-    with tracing.for_gpu(), mctx_patch.installed("static-pallas"):  # as traced on a GPU
+    loop = {"auto": "static-pallas", "static": "static-pallas"}.get(loop, loop)  # as traced on a GPU
+    with tracing.for_gpu(), mctx_patch.installed(loop):
         trainer = make_trainer(config, mesh=mesh)
         key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=NamedSharding(mesh, PartitionSpec()))
         compiled, trace_s, xla_s = common.compile_parts(trainer.iteration, abstract_state(trainer), key)
@@ -148,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     common.check_trainer_configs([base], lambda c: args.config)
     machine = dict(common.machine_info(), compiled_for=args.compile_for)
     if args.compile_for:
-        row = compile_only(base, args.compile_for)
+        row = compile_only(base, args.compile_for, args.loop)
         nested = "".join(f" + a loop of {ops} x {trips or 'a data-dependent count'}"
                          for ops, trips in row["body_nested_loops"])
         common.progress(f"{row['loop']} loop body compiled for {args.compile_for}: {row['body_ops']} ops{nested}; "
@@ -161,7 +164,8 @@ def run(args: argparse.Namespace) -> int:
                                      ("of it tracing", lambda r: f"{r['trace_seconds']:.1f}")], [row])
         return common.write_report(args.out, "profile", machine, args, [row], base_config=base.to_dict())
     trace_dir = args.trace_dir or os.path.join("bench_results", "profile", base.name)
-    row = profile_iteration(base, trace_dir, args.iterations, args.repeats)
+    with mctx_patch.installed(args.loop):
+        row = profile_iteration(base, trace_dir, args.iterations, args.repeats)
     nested = "".join(f" + a loop of {ops} x {trips or 'a data-dependent count'}" for ops, trips in row["body_nested_loops"])
     common.progress(f"{row['loop']} loop body: {row['body_ops']} ops{nested}")
     _bytes_progress(row)
@@ -195,6 +199,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--repeats", type=common.int_at_least(0), default=0,
                    help="timed iterations before the traced ones, the best kept, the GPU's NVML readings "
                         "averaged over them (default 0)")
+    p.add_argument("--loop", choices=mctx_patch.LOOPS, default="auto",
+                   help="the search loop the iteration traces (default auto: the device's own; static-xla: the GPU's "
+                        "static loop with its walk and Gumbel's choices as XLA operations, not Pallas kernels)")
     p.add_argument("--compile-for", choices=common.COMPILE_TARGETS, default=None,
                    help="only compile the iteration for that GPU, without one (as benchmark.py search --compile-for) "
                         "and report its ops; no trace, no timing")
