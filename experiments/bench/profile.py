@@ -8,9 +8,9 @@ The iteration is the one ``train.py`` runs (``--loop``: the search loop it trace
 compiled first (compile time apart, and of it the time JAX spent tracing and lowering,
 in Python, before XLA's compiler), then enough warm-up iterations that the timed one
 learns (AlphaZero's replay buffer holds games), then ``--iterations`` traced ones, each
-ended with ``block_until_ready``. The
-device's busy time is the union of its kernels' intervals on its streams; on a CPU the
-trace has no device timeline, so the busy share is not measured there.
+ended with ``block_until_ready``. The device's busy time is the union of its kernels'
+intervals on its streams; on a CPU the trace has no device timeline, so the busy share
+is not measured there.
 """
 
 from __future__ import annotations
