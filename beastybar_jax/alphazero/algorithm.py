@@ -121,13 +121,19 @@ def make_learner(network, optimizer: optax.GradientTransformation, az: AlphaZero
 
     def learn(params, opt_state, replay, key):
         if az.updates_per_iteration == 0:
-            return params, opt_state, {name: jnp.zeros((), jnp.float32) for name in LEARNER_METRICS
-                                       if aux_score_head or name != "aux_loss"}
+            return params, opt_state, no_learner_metrics(aux_score_head)
         (params, opt_state, _), metrics = scan_updates(
             sgd_step, (params, opt_state, replay), jax.random.split(key, az.updates_per_iteration))
         return params, opt_state, metrics
 
     return learn
+
+
+def no_learner_metrics(aux_score_head: bool) -> dict:
+    """The learner's metrics (float32 scalars, as :func:`scan_updates` gives them) as zeros:
+    an iteration that does not train. Named here, not read off a trace of the learner,
+    which would trace its every update a second time (seconds of each compile)."""
+    return {name: jnp.zeros((), jnp.float32) for name in LEARNER_METRICS if aux_score_head or name != "aux_loss"}
 
 
 def make_iteration(config, game, network, optimizer, mesh=None):
@@ -138,8 +144,7 @@ def make_iteration(config, game, network, optimizer, mesh=None):
     learn = make_learner(network, optimizer, az, config.network.aux_score_head, constrain)
 
     def skip(params, opt_state, replay, key):
-        zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(learn, params, opt_state, replay, key)[2])
-        return params, opt_state, zeros
+        return params, opt_state, no_learner_metrics(config.network.aux_score_head)
 
     def iteration(state: AlphaZeroState, key: jax.Array):
         selfplay_key, learn_key = jax.random.split(key)
