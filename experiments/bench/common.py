@@ -191,6 +191,12 @@ TARGETS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets"
 COMPILE_TARGETS = tuple(sorted(name[:-len(".pbtxt")] for name in os.listdir(TARGETS_DIR) if name.endswith(".pbtxt")))
 
 
+def loop_as_on_gpu(loop: str) -> str:
+    """The search loop ``--loop`` names as a GPU traces it, for a deviceless compile: the
+    device's own (``auto``) and ``static`` are the static loop with its Pallas kernels."""
+    return {"auto": "static-pallas", "static": "static-pallas"}.get(loop, loop)
+
+
 def target_device(name: str):
     """A compile-only device of the GPU ``name`` (``targets/<name>.pbtxt``, XLA's
     ``GpuTargetConfig``): programs placed on it are compiled by XLA's GPU compiler on

@@ -127,8 +127,7 @@ def compile_only(config, target: str, loop: str = "auto") -> dict:
     from beastybar_jax.training.trainer import abstract_state
 
     mesh = Mesh(np.array([common.target_device(target)]), ("data",))
-    loop = {"auto": "static-pallas", "static": "static-pallas"}.get(loop, loop)  # as traced on a GPU
-    with tracing.for_gpu(), mctx_patch.installed(loop):
+    with tracing.for_gpu(), mctx_patch.installed(common.loop_as_on_gpu(loop)):
         trainer = make_trainer(config, mesh=mesh)
         key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=NamedSharding(mesh, PartitionSpec()))
         compiled, trace_s, xla_s = common.compile_parts(trainer.iteration, abstract_state(trainer), key)

@@ -108,7 +108,7 @@ def _compile_only(base_config, game, search_config, batch_size, evaluator, mctx,
     from beastybar_jax.games import tracing
 
     device = common.target_device(target)
-    loop = {"auto": "static", "static": "static-pallas"}.get(loop, loop)  # as traced on a GPU
+    loop = common.loop_as_on_gpu(loop)
     if evaluator == "uniform":
         params, evaluator_name, make_evaluate = (), "uniform", lambda params: uniform_evaluator(game)
     else:
@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
                     timing = (f"compiled for {args.compile_for}, not run" if args.compile_for else
                               f"{common.rate(row['simulations_per_second'])} sims/s, {row['search_seconds']:.4f} s "
                               f"per search")
-                    common.progress(f"games {batch} sims {sims} {label}: {_body_label(row)} ops per simulation, "
+                    common.progress(f"games {batch} sims {sims} {row['loop']}: {_body_label(row)} ops per simulation, "
                                     f"{timing}, compile {row['compile_seconds']:.1f} s, load {row['load_average']:.1f}")
                     common.progress(f"  ~{row['body_bytes'] / 1e6:.0f} MB moved per batched simulation step (estimated "
                                     f"from the HLO), by scope: {programs.scope_label(row['body_bytes_by_scope'])}")
