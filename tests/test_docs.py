@@ -201,7 +201,8 @@ TINY_RUN = {
     "search": ["--batch-sizes", "4", "--simulations", "2", "--repeats", "1", "--evaluator", "uniform"],
     "network": ["--batch-sizes", "8", "--turns", "2", "--repeats", "1", "--torso", "auto", "--set", "network.width=16",
                 "--set", "network.depth=1", "--set", "network.afterstates=false"],
-    "endgames": ["--positions", "64", "--source", "suite", "--modes", "results", "--lanes", "0", "--repeats", "1"],
+    "endgames": ["--positions", "64", "--source", "suite", "--modes", "results", "--lanes", "0", "--budgets", "20",
+                 "--repeats", "1"],
     "matches": ["--agents", "random", "--opponent", "random", "--deals", "2", "--repeats", "1"],
 }
 

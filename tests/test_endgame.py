@@ -188,6 +188,20 @@ def test_an_iteration_limit_leaves_positions_unsolved(endgames, solutions, solve
     assert not limited.legal[~done].any() and not limited.action_result_known[~done].any()
 
 
+def test_more_lanes_solve_more_positions_within_a_budget_and_the_same_values(endgames, solutions):
+    """``exact_values``'s ``lanes`` (``alphazero.exact_value_lanes``): the searches run side
+    by side, so within the same budget of loop iterations more lanes solve more positions,
+    each with its exact value; the lanes never change a value."""
+    exact = solutions["results"]
+    counts = []
+    for lanes in (64, 512):
+        solved, value = jax.device_get(jax.jit(lambda s: solver.exact_values(s, 20, lanes))(endgames))
+        np.testing.assert_array_equal(value[solved], exact.result[solved])
+        np.testing.assert_array_equal(value[~solved], 0)
+        counts.append(int(solved.sum()))
+    assert 0 < counts[0] < counts[1] < exact.solved.sum()
+
+
 def test_on_a_gpu_the_loop_tests_its_condition_less_often_and_solves_the_same(endgames):
     """Traced for a GPU, the solver's loop tests its condition (a host round trip there)
     every ``GPU_CHECK_EVERY`` iterations, a static loop between: the same solution and

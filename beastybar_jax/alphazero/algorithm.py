@@ -156,7 +156,7 @@ def make_iteration(config, game, network, optimizer, mesh=None):
         )
         if az.exact_value_targets:
             played, games, exact = exact_targets.apply(game, played, games, az.exact_value_budget,
-                                                       az.exact_policy_targets)
+                                                       az.exact_policy_targets, az.exact_value_lanes)
             games = constrain(games)
         replay = selfplay.insert_finished(game, state.replay, state.selfplay, played)
         ready = (replay.size >= az.min_buffer_size) & (az.updates_per_iteration > 0)

@@ -32,20 +32,22 @@ def exact_policy_target(search_policy: jax.Array, keeps: jax.Array, solved: jax.
     return jnp.where(count > 0, target, search_policy).astype(jnp.float32)
 
 
-def apply(game: Game, played: PlayedMoves, state: SelfPlayState, budget: int = 0, policy_targets: bool = False):
+def apply(game: Game, played: PlayedMoves, state: SelfPlayState, budget: int = 0, policy_targets: bool = False,
+          lanes: int = 0):
     """Solve the positions of ``played`` (``[M, B]``, :func:`~beastybar_jax.alphazero.selfplay.play_moves`)
-    in one batch within ``budget`` solver iterations (0: no limit) and give each solved one
+    in one batch within ``budget`` solver iterations (0: no limit), ``lanes`` of them side by
+    side (0: the solver's choice), and give each solved one
     its exact targets: in ``played``'s records, and in ``state``'s trajectory where its game
     is still running. Returns ``(played, state, number of positions solved)``."""
     num_moves, num_games = played.index.shape
     flat = jax.tree.map(lambda x: x.reshape((num_moves * num_games,) + x.shape[2:]), played.games)
     record = played.record
     if policy_targets:
-        solved, value, keeps = game.solver.exact_actions(flat, budget)
+        solved, value, keeps = game.solver.exact_actions(flat, budget, lanes)
         policy = exact_policy_target(record.policy.reshape(num_moves * num_games, -1), keeps, solved)
         record = record.replace(policy=policy.reshape(record.policy.shape))
     else:
-        solved, value = game.solver.exact_values(flat, budget)
+        solved, value = game.solver.exact_values(flat, budget, lanes)
     solved = solved.reshape(num_moves, num_games)
     value = value.reshape(num_moves, num_games).astype(jnp.float32)
     record = record.replace(value=jnp.where(solved, value, record.value), exact=record.exact | solved)

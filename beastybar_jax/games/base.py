@@ -117,11 +117,12 @@ class Solver(NamedTuple):
         ``"action_exact"``, under perfect play, for the player to move (the web app's analysis).
       exact_applies: ``exact_applies(state) -> bool``: whether ``exact_moves`` solves
         ``state``, from what both players see.
-      exact_values: ``exact_values(states [N], budget) -> (bool[N] solved, float32[N] value)``:
+      exact_values: ``exact_values(states [N], budget, lanes=0) -> (bool[N] solved, float32[N] value)``:
         the game-theoretic value, for the player to move, of the positions the solver can
         solve within ``budget`` (a static work limit; 0: no limit), in the scale of
-        ``rewards``. Pure and jittable (``evaluate.py --decided``, AlphaZero's exact targets).
-      exact_actions: ``exact_actions(states [N], budget) -> (solved, value, bool[N, A] keeps)``:
+        ``rewards``; ``lanes`` (static): positions searched side by side (0: the solver's
+        choice). Pure and jittable (``evaluate.py --decided``, AlphaZero's exact targets).
+      exact_actions: ``exact_actions(states [N], budget, lanes=0) -> (solved, value, bool[N, A] keeps)``:
         ``exact_values`` plus the legal actions that keep the exact result. Pure and jittable.
       endgame_suite: ``endgame_suite(num_positions) -> Yardstick``: that many solved
         positions spread over the game's fixed suite (0: all), for training-time
@@ -130,8 +131,8 @@ class Solver(NamedTuple):
 
     exact_moves: Callable[[Any, jax.Array], dict]
     exact_applies: Callable[[Any], bool]
-    exact_values: Optional[Callable[[Any, int], tuple]] = None
-    exact_actions: Optional[Callable[[Any, int], tuple]] = None
+    exact_values: Optional[Callable[..., tuple]] = None
+    exact_actions: Optional[Callable[..., tuple]] = None
     endgame_suite: Optional[Callable[[int], Yardstick]] = None
 
 

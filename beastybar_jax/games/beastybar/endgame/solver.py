@@ -636,7 +636,7 @@ def solve(states: game.State, config: SolverConfig = SolverConfig()) -> Solution
     return search(states, config)[0]
 
 
-def exact_values(states: game.State, budget: int = 0) -> tuple[jax.Array, jax.Array]:
+def exact_values(states: game.State, budget: int = 0, lanes: int = 0) -> tuple[jax.Array, jax.Array]:
     """``(solved bool[N], value float32[N])``: the game-theoretic result (+1 / 0 / -1,
     the scale of ``State.rewards``) for the player to move of every solvable position
     of a batch, as the game interface's ``exact_values`` hook (training targets).
@@ -644,17 +644,17 @@ def exact_values(states: game.State, budget: int = 0) -> tuple[jax.Array, jax.Ar
     ``budget`` (static): at most this many loop iterations (0: no limit). The
     positions are taken smallest first, so a budget leaves only the largest ones
     (before the last draw, up to ~20,000 nodes) unsolved; those come back with
-    ``solved=False`` and value 0."""
-    config = SolverConfig(mode="results", max_iterations=int(budget), smallest_first=True)
+    ``solved=False`` and value 0. ``lanes`` (static): ``SolverConfig.num_lanes``."""
+    config = SolverConfig(mode="results", num_lanes=int(lanes), max_iterations=int(budget), smallest_first=True)
     solution = solve(states, config)
     return solution.solved, solution.result.astype(jnp.float32)
 
 
-def exact_actions(states: game.State, budget: int = 0) -> tuple[jax.Array, jax.Array, jax.Array]:
+def exact_actions(states: game.State, budget: int = 0, lanes: int = 0) -> tuple[jax.Array, jax.Array, jax.Array]:
     """``(solved bool[N], value float32[N], keeps bool[N, A])``: :func:`exact_values` and,
     for each solved position, the legal actions that keep its result (the game
-    interface's ``exact_actions`` hook: exact policy targets). Same budget rule."""
-    config = SolverConfig(mode="results", max_iterations=int(budget), smallest_first=True)
+    interface's ``exact_actions`` hook: exact policy targets). Same budget and lanes."""
+    config = SolverConfig(mode="results", num_lanes=int(lanes), max_iterations=int(budget), smallest_first=True)
     solution = solve(states, config)
     keeps = solution.result_optimal_actions & solution.legal & solution.solved[:, None]
     return solution.solved, solution.result.astype(jnp.float32), keeps
