@@ -42,12 +42,14 @@ def test_the_shipped_networks_are_package_data(name):
 
 def test_the_champion_was_trained_by_configs_h100_yaml_for_a_time_budget():
     """The documented GPU command: ``configs/h100.yaml`` with a time budget, a checkpoint
-    only at the end, nothing else changed (docs/strength.md, "The champion")."""
+    only at the end and the exact targets' solver as it then ran (500 iterations of the
+    solver's own lanes), nothing else changed (docs/strength.md, "The champion")."""
     from beastybar_jax.config import config_diff, load_config
 
     shipped = load_exported(CHAMPION_DIR).config
     documented = load_config(ROOT / "configs" / "h100.yaml",
-                             ["max_train_seconds=201", "checkpoint_every=0", "keep_checkpoints=1"])
+                             ["max_train_seconds=201", "checkpoint_every=0", "keep_checkpoints=1",
+                              "alphazero.exact_value_budget=500", "alphazero.exact_value_lanes=0"])
     assert set(config_diff(shipped, documented)) <= {"run_dir"}
 
 
