@@ -70,8 +70,10 @@ class NetworkConfig(ConfigModel):
         defaults. Needs a game with ``Game.afterstates``.
       torso_kernel: the MLP torso where the search and PPO's rollout apply the network
         (never differentiated): ``"auto"``, one Pallas kernel where traced for a GPU in
-        bfloat16 (``torso_kernel.py``), else XLA's operations; ``"xla"``, XLA's operations
-        always. The outputs agree to bfloat16's rounding; the learners use XLA's.
+        bfloat16 and the network scores afterstates (``torso_kernel.py``), else XLA's
+        operations (on an H200, XLA's were faster without afterstates at 4,096-65,536 rows,
+        the kernel with them: docs/performance.md); ``"xla"``, XLA's operations always.
+        The outputs agree to bfloat16's rounding; the learners use XLA's.
     """
 
     location: ClassVar[str] = "network"
@@ -178,6 +180,16 @@ class MLPTorso(nn.Module):
 
 
 TORSO_KERNELS = ("xla", "auto", "pallas", "interpret")
+
+
+def gpu_torso(config: NetworkConfig, kernel: Optional[str] = None) -> str:
+    """How the search and PPO's rollout apply ``config``'s torso on a GPU, given ``kernel``
+    (:data:`TORSO_KERNELS`; by default ``config.torso_kernel``): ``"kernel"`` (an MLP torso as
+    one Pallas kernel: ``auto`` in bfloat16 with afterstates, or asked for) or ``"xla"``."""
+    kernel = config.torso_kernel if kernel is None else kernel
+    auto = (kernel == "auto" and config.afterstates is not None and config.dtype == "bfloat16"
+            and torso_kernel.supports(config.width, jnp.bfloat16))
+    return "kernel" if config.torso == "mlp" and (auto or kernel in ("pallas", "interpret")) else "xla"
 
 
 def _torso_kernel(kernel: str, width: int, dtype) -> str:
@@ -290,9 +302,11 @@ class PolicyValueNet(nn.Module):
         """This network as the search and the rollout apply it, never differentiated: its MLP
         torso as ``torso_kernel`` says (:data:`TORSO_KERNELS`; by default the config's
         ``network.torso_kernel``: ``"auto"``, one Pallas kernel where traced for a GPU in
-        bfloat16), the same outputs to bfloat16's rounding."""
+        bfloat16 and the network scores afterstates), the same outputs to bfloat16's rounding."""
         torso_kernel = self.config.torso_kernel if torso_kernel is None else torso_kernel
         _torso_kernel(torso_kernel, self.config.width, self.config.compute_dtype)  # checks the name
+        if torso_kernel == "auto" and gpu_torso(self.config, torso_kernel) == "xla":
+            torso_kernel = "xla"  # without afterstates XLA's was measured faster (NetworkConfig.torso_kernel)
         return self.clone(torso_kernel=torso_kernel)
 
     def afterstate_tiers(self, batch_size: int, observation_size: int) -> int:

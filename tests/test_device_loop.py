@@ -252,18 +252,18 @@ def lowered_search(loop: str, afterstates: bool, platform: str = "cuda") -> str:
 def test_the_gpu_program_has_no_host_round_trip_inside_a_simulation(afterstates):
     structure = programs.loop_structure(lowered_search("static-pallas", afterstates), NUM_SIMULATIONS)
     assert structure.host_round_trips == ()
-    # The walk and Gumbel's choices (loops on the device), the network's torso and, on one
-    # device, the recurring phase of each engine step (the new node's; the afterstates' of
-    # its moves and replies).
+    # The walk and Gumbel's choices (loops on the device), the network's torso where it
+    # scores afterstates (network.gpu_torso) and, on one device, the recurring phase of each
+    # engine step (the new node's; the afterstates' of its moves and replies).
     engine_steps = (3 if afterstates else 1) if jax.device_count() == 1 else 0
-    assert structure.kernels.count(TRITON) == 3 + engine_steps
+    assert structure.kernels.count(TRITON) == 2 + afterstates + engine_steps
 
 
 def test_the_dynamic_loop_fails_the_same_check():
     structure = programs.loop_structure(lowered_search("dynamic", afterstates=False), NUM_SIMULATIONS)
     assert len(structure.unbounded_loops) == 2  # the walk down and the backup
-    # The torso's and, on one device, the engine's only: no walk or choice kernel.
-    assert structure.kernels.count(TRITON) == 1 + (jax.device_count() == 1)
+    # On one device the engine's only: no walk or choice kernel (nor the torso's: no afterstates).
+    assert structure.kernels.count(TRITON) == (jax.device_count() == 1)
 
 
 def test_loop_ops_counts_the_simulation_body_of_a_compiled_program():

@@ -140,9 +140,10 @@ def test_the_torso_kernel_gives_the_networks_outputs(models, observations, dtype
     network's outputs to the compute dtype's rounding, on 70 rows (a block of 64 and a
     part block) and perturbed weights (a wrong LayerNorm, bias or ReLU would show), from
     the weights :func:`precast` cast; ``for_inference()`` picks the kernel only where
-    traced for a GPU, in bfloat16 (the learners' XLA form is what they differentiate), the
-    interpreter's or none where ``for_gpu(kernels=...)`` says so, and none where the config
-    says ``torso_kernel: xla`` (unless the caller asks for one)."""
+    traced for a GPU, in bfloat16, for a network that scores afterstates (the learners' XLA
+    form is what they differentiate), the interpreter's or none where
+    ``for_gpu(kernels=...)`` says so, and none where the config says ``torso_kernel: xla``
+    (unless the caller asks for one)."""
     from beastybar_jax.games import tracing
 
     network = make_network(NetworkConfig(torso="mlp", width=WIDTH, depth=2, dtype=dtype), GAME)
@@ -161,18 +162,35 @@ def test_the_torso_kernel_gives_the_networks_outputs(models, observations, dtype
             want, name)).max(), err_msg=name)
     assert np.ptp(np.asarray(want.value)) > 0.1  # the rows differ
 
-    def uses_kernel(network, for_gpu, kernels="triton"):
-        with tracing.for_gpu(for_gpu, kernels=kernels):
-            jaxpr = str(jax.make_jaxpr(network.apply)(params, rows))
-        return "pallas_call" in jaxpr and ("interpret" if "interpret=True" in jaxpr else "pallas")
+    scorer = make_network(NetworkConfig(**{**network.config.model_dump(), "afterstates": dict(width=8)}), GAME)
+    scorer_params = jax.eval_shape(lambda k: init_params(scorer, k, GAME.observation_size), next(keys))
 
-    assert uses_kernel(network.for_inference(), True) == (dtype == "bfloat16" and "pallas")
-    assert uses_kernel(network.for_inference(), True, "interpret") == (dtype == "bfloat16" and "interpret")
-    assert not uses_kernel(network.for_inference(), True, "xla")
-    assert not uses_kernel(network.for_inference(), False) and not uses_kernel(network, True)
-    xla = make_network(network.config.model_copy(update=dict(torso_kernel="xla")), GAME)
+    def uses_kernel(network, for_gpu, kernels="triton"):
+        weights = params if network.config.afterstates is None else scorer_params
+        with tracing.for_gpu(for_gpu, kernels=kernels):
+            jaxpr = jax.make_jaxpr(network.apply)(weights, rows).jaxpr
+        torso = list(_torso_kernel_calls(jaxpr))  # the engine has kernels too
+        return bool(torso) and ("interpret" if all(eqn.params["interpret"] for eqn in torso) else "pallas")
+
+    assert uses_kernel(scorer.for_inference(), True) == (dtype == "bfloat16" and "pallas")
+    assert uses_kernel(scorer.for_inference(), True, "interpret") == (dtype == "bfloat16" and "interpret")
+    assert not uses_kernel(scorer.for_inference(), True, "xla")
+    assert not uses_kernel(scorer.for_inference(), False) and not uses_kernel(scorer, True)
+    assert not uses_kernel(network.for_inference(), True)  # no afterstates: XLA's operations
+    xla = make_network(scorer.config.model_copy(update=dict(torso_kernel="xla")), GAME)
     assert not uses_kernel(xla.for_inference(), True)
     assert uses_kernel(xla.for_inference("auto"), True) == (dtype == "bfloat16" and "pallas")
+    assert uses_kernel(network.for_inference("pallas"), True) == "pallas"
+
+
+def _torso_kernel_calls(jaxpr):
+    """The ``pallas_call`` equations of the torso kernel in ``jaxpr``, at any depth."""
+    for eqn in jaxpr.eqns:
+        name = eqn.params.get("name", eqn.params.get("name_and_src_info"))
+        if eqn.primitive.name == "pallas_call" and "mlp_torso" in str(name):
+            yield eqn
+        for sub in jax_core.jaxprs_in_params(eqn.params):
+            yield from _torso_kernel_calls(sub)
 
 
 def _weight_casts_in_loops(jaxpr, weight_shapes, in_loop=False) -> int:

@@ -24,6 +24,7 @@ from rich.table import Table
 
 from beastybar_jax.cli import seed as seed_arg
 from beastybar_jax.config import ConfigError, TrainConfig, load_config
+from beastybar_jax.network import gpu_torso
 from beastybar_jax.training.metrics import format_rate
 
 # --------------------------------------------------------------------------- arguments
@@ -329,7 +330,8 @@ def write_report(out: str, benchmark: str, machine: dict, args: argparse.Namespa
 
 
 def network_name(config: TrainConfig) -> str:
-    """E.g. ``mlp 256x4 bfloat16 + afterstates``; ``(XLA torso)`` where ``network.torso_kernel`` says ``xla``."""
+    """E.g. ``mlp 256x4 bfloat16 + afterstates``; ``(XLA torso)`` where a GPU's search applies an MLP
+    torso as XLA operations, not the torso kernel (``network.gpu_torso``)."""
     net = config.network
     return (f"{net.torso} {net.width}x{net.depth} {net.dtype}" + (" + afterstates" if net.afterstates else "")
-            + (" (XLA torso)" if net.torso == "mlp" and net.torso_kernel == "xla" else ""))
+            + (" (XLA torso)" if net.torso == "mlp" and gpu_torso(net) == "xla" else ""))
