@@ -77,15 +77,17 @@ def check_game(config: AfterstateConfig, game: Game) -> None:
 
 def score_moves(config: AfterstateConfig, afterstates: Afterstates, num_actions: int, observation, features,
                 tier: int | str | None = None):
-    """``(move logits [..., A], pooled move features [..., width])`` for observations
+    """``(move logits [..., A], pooled move features [..., width], scored)`` for observations
     ``[..., O]`` and their torso features ``[..., D]`` (inside a flax module: the scorer's
-    parameters are the submodule ``afterstates``). ``tier``: see :class:`AfterstateScorer`."""
+    parameters are the submodule ``afterstates``). ``tier``: see :class:`AfterstateScorer`;
+    ``scored`` (``bool[...]``, with ``tier=MIXED``; else None): the rows it scored."""
     flat = observation.reshape(-1, observation.shape[-1])
-    move_logits, pooled = AfterstateScorer(config, num_actions, afterstates, tier, name="afterstates")(
+    move_logits, pooled, scored = AfterstateScorer(config, num_actions, afterstates, tier, name="afterstates")(
         flat, features.reshape(flat.shape[0], features.shape[-1]))
     # Sizes spelled out: an empty batch has no -1 to infer.
     return (move_logits.reshape(*observation.shape[:-1], move_logits.shape[-1]),
-            pooled.reshape(*observation.shape[:-1], pooled.shape[-1]))
+            pooled.reshape(*observation.shape[:-1], pooled.shape[-1]),
+            None if scored is None else scored.reshape(observation.shape[:-1]))
 
 
 AFTERSTATE_GROUP = 128
@@ -111,12 +113,14 @@ def num_tiers(config: AfterstateConfig | None, afterstates: Afterstates | None, 
 
 MIXED = "mixed"
 """The scorer's tier for batches that mix positions of every turn (the learners'): the
-first list tier, else the slots."""
+first list tier, the rows of a group whose lists overflow it not scored (the learners
+leave them out)."""
 
 
 class AfterstateScorer(nn.Module):
     """Observations ``[N, O]`` and their torso features ``[N, D]`` -> ``[N, A]`` move
-    logits and ``[N, width]`` pooled move features (max over the legal moves).
+    logits, ``[N, width]`` pooled move features (max over the legal moves) and, with
+    ``tier=MIXED``, ``bool[N]`` the rows scored (else None).
 
     Each legal move's afterstate row (the game's :class:`~beastybar_jax.games.base.Afterstates`) goes through
     a per-move MLP that also reads the torso features; every action without a row (the
@@ -145,9 +149,12 @@ class AfterstateScorer(nn.Module):
     ``cond`` would stop the GPU for the host at every simulation, and starts self-play's
     next search at the tier this one needed (``search/determinized.py``). ``tier=MIXED`` (the learners,
     ``network.for_training``) is for batches that mix positions of every turn: the first
-    list tier (the game's capacities put the one for such batches first), else the slots.
-    One list size, not the chain: each size is a copy of the game's engine in the learner's
-    program (docs/performance.md, "The search on a GPU").
+    list tier (the game's capacities put the one for such batches first, with room to
+    spare), and where a group's lists overflow, its rows come back not scored, for the
+    learners to leave out: no ``nn.cond`` to the slots, which on a GPU would stop the
+    update loop for the host at every update. One list size, not the chain: each size is
+    a copy of the game's engine in the learner's program (docs/performance.md, "The search
+    on a GPU").
 
     While parameters are initialized, a game that declares ``Afterstates.max_moves`` gets
     zero rows of the plies' shapes: the parameters depend on shapes only, and the game's
@@ -216,10 +223,11 @@ class AfterstateScorer(nn.Module):
         one_tier = isinstance(self.tier, int)
         if not (one_tier or self.tier in (None, MIXED)):
             raise ValueError(f"AfterstateScorer.tier: an int, {MIXED!r} or None, not {self.tier!r}")
+        scored = jnp.ones((num,), bool) if self.tier == MIXED else None
         if plan is None:
             if one_tier:
                 self.sow("intermediates", LEAST_TIER, jnp.zeros((), jnp.int32))
-            return self.in_slots(observations, features)
+            return (*self.in_slots(observations, features), scored)
         group, capacity, tiers = plan
         groups = -(-num // group)
         padded = groups * group  # all-zero padding observations (Beasty Bar: not to move, so no rows)
@@ -236,7 +244,7 @@ class AfterstateScorer(nn.Module):
             used = [jnp.sum(ids.reshape(num, -1) < self.num_actions, axis=1, dtype=jnp.int32) for _, ids in plies]
             per_observation = jnp.stack(used + [jnp.zeros_like(used[0])] * (3 - len(used)), axis=-1)  # [N, 3]
             self.sow("intermediates", LEAST_TIER, least_tier(jnp.sum(grouped(per_observation), axis=1)))
-            return self.in_slots(observations, features, plies)
+            return (*self.in_slots(observations, features, plies), None)
 
         def lists_of(tier, scorer, observations):
             return jax.vmap(lambda o: scorer.afterstates.compact(o, capacity, *tiers[tier]))(grouped(observations))
@@ -248,7 +256,11 @@ class AfterstateScorer(nn.Module):
         if one_tier:  # no choice: the first tier that holds every row is told, not acted on
             lists = lists_of(self.tier, self, observations)
             self.sow("intermediates", LEAST_TIER, least_tier(lists.needed))
-            return score(lists, self, observations, features)
+            return (*score(lists, self, observations, features), None)
+        if self.tier == MIXED:  # the first tier; the rows of an overflowing group not scored
+            lists = lists_of(0, self, observations)
+            scored = jnp.repeat(lists.complete, group, total_repeat_length=padded)[:num]
+            return (*score(lists, self, observations, features), scored)
 
         def in_lists(tier, last, scorer, observations, features):
             lists = lists_of(tier, scorer, observations)
@@ -260,7 +272,7 @@ class AfterstateScorer(nn.Module):
             return nn.cond(jnp.all(lists.complete), functools.partial(score, lists), overflow, scorer, observations,
                            features)
 
-        return in_lists(0, 0 if self.tier == MIXED else len(tiers) - 1, self, observations, features)
+        return (*in_lists(0, len(tiers) - 1, self, observations, features), None)
 
     def first(self, rows, context):
         """The per-move MLP's first hidden layer for ``rows`` ``[..., F]`` given their

@@ -134,11 +134,15 @@ class NetworkOutput:
       value: ``float32[B]`` in ``[-1, 1]``, expected outcome for the observing player.
       score_margin: ``float32[B]`` predicted final (own - opponent) points divided by
         the game's ``score_margin_scale``.
+      scored: ``bool[B]`` where the outputs are the network's, for the learners
+        (``for_training`` with afterstates: False where a row's afterstate lists had no
+        room, ``afterstate_scorer.MIXED``; they leave it out); None elsewhere (every row).
     """
 
     policy_logits: chex.Array
     value: chex.Array
     score_margin: chex.Array
+    scored: Optional[chex.Array] = None
 
 
 class ResidualBlock(nn.Module):
@@ -294,8 +298,9 @@ class PolicyValueNet(nn.Module):
 
     def for_training(self) -> "PolicyValueNet":
         """This network as the learners apply it: their batches mix positions of every turn,
-        so an afterstate scorer scores them in its lists for such batches, else the slots
-        (``afterstate_scorer.MIXED``), not the chain of list sizes for a search's batch."""
+        so an afterstate scorer scores them in its lists for such batches, the rows of a group
+        that overflows them not scored (``NetworkOutput.scored``, ``afterstate_scorer.MIXED``),
+        not in the chain of list sizes for a search's batch."""
         return self.clone(afterstate_tier=afterstate_scorer.MIXED) if self.config.afterstates is not None else self
 
     def for_inference(self, torso_kernel: Optional[str] = None) -> "PolicyValueNet":
@@ -336,9 +341,10 @@ class PolicyValueNet(nn.Module):
         features = features.astype(jnp.float32)
         head = lambda size, name: nn.Dense(size, param_dtype=jnp.float32, kernel_init=_HEAD_INIT, name=name)
         policy_logits = head(self.num_actions, "policy_head")(features)
+        scored = None
         if cfg.afterstates is not None:  # the afterstate scorer (its parameters: "afterstates")
-            move_logits, pooled = afterstate_scorer.score_moves(cfg.afterstates, self.afterstates, self.num_actions,
-                                                                observation, features, self.afterstate_tier)
+            move_logits, pooled, scored = afterstate_scorer.score_moves(
+                cfg.afterstates, self.afterstates, self.num_actions, observation, features, self.afterstate_tier)
             policy_logits = policy_logits + move_logits
             features = jnp.concatenate([features, pooled], axis=-1)
         value = jnp.tanh(head(1, "value_head")(features)[..., 0])
@@ -346,7 +352,7 @@ class PolicyValueNet(nn.Module):
             score_margin = head(1, "score_head")(features)[..., 0]
         else:
             score_margin = jnp.zeros(features.shape[:-1], jnp.float32)
-        return NetworkOutput(policy_logits=policy_logits, value=value, score_margin=score_margin)
+        return NetworkOutput(policy_logits=policy_logits, value=value, score_margin=score_margin, scored=scored)
 
 
 def make_network(config: NetworkConfig, game: Game | int,

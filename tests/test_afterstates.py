@@ -14,7 +14,7 @@ import pytest
 from helpers import random_playout
 from helpers.positions import act, position
 from helpers.tiny_training import FAST_COMPILE
-from beastybar_jax.afterstate_scorer import LEAST_TIER, MIXED, AfterstateConfig, AfterstateScorer
+from beastybar_jax.afterstate_scorer import AFTERSTATE_GROUP, LEAST_TIER, MIXED, AfterstateConfig, AfterstateScorer
 from beastybar_jax.games import beastybar as game
 from beastybar_jax.games import get_game, tracing
 from beastybar_jax.games.beastybar import afterstate as AF
@@ -454,12 +454,12 @@ def scorer_by_hand(observations, config, capacity, key, seed):
     return params, p, observations, apply, dense
 
 
-def assert_move_scorer_outputs(out, params, features, moves, second):
+def assert_move_scorer_outputs(out, params, features, moves, second, rows=slice(None)):
     """The network's logits and value, written out by hand from the per-move MLP's second
     hidden layer ``second`` ``[N, K, W]`` of the legal moves ``moves`` ``[N, K]``: each
     legal action's logit from its row, every other action's that of an all-zero row
     (which has no replies); the value from the torso ``features`` and the max of
-    ``second`` over the legal moves."""
+    ``second`` over the legal moves; on ``rows`` only."""
     p = params["params"]["afterstates"]
     dense = lambda x, name: x @ p[name]["kernel"] + p[name].get("bias", 0.0)  # noqa: E731
     zero = np.maximum(dense(np.maximum(dense(np.zeros(AF.AFTERSTATE_SIZE), "afterstate_in")
@@ -473,8 +473,8 @@ def assert_move_scorer_outputs(out, params, features, moves, second):
     pooled = np.where(used[..., None], second, 0.0).max(axis=1)
     value_head = params["params"]["value_head"]
     value = np.tanh(np.concatenate([features, pooled], -1) @ value_head["kernel"] + value_head["bias"])[:, 0]
-    np.testing.assert_allclose(np.asarray(out.policy_logits), expected, rtol=0, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(out.value), value, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(out.policy_logits)[rows], expected[rows], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(out.value)[rows], value[rows], rtol=0, atol=1e-5)
 
 
 @pytest.mark.slow
@@ -484,8 +484,9 @@ def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(observations):
     with the parameters by hand from the slots of ``legal_afterstates`` and
     ``legal_replies``. The network must give the same logits and value whichever way it
     scores: lists with room for 2 replies an observation, else for 16, else the slots;
-    and as the learners score (``MIXED``), the first lists, else the slots. Three
-    batches of 128 observations take each way: turns 5-6 (no replies), 20-21 (about 3 an
+    and as the learners score (``MIXED``), the first lists, the rows of a group of 128
+    that overflows them marked not scored (``NetworkOutput.scored``). Three batches of
+    256 observations take each way: turns 5-6 (no replies), 20-21 (about 3 an
     observation) and 15-16 (about 23). Scoring at one tier, the first lists or the slots,
     it tells the first tier whose lists hold the batch (a search starts there next)."""
     params, p, observations, apply, dense = scorer_by_hand(
@@ -507,7 +508,16 @@ def test_move_logits_with_replies_are_the_two_ply_scorer_by_hand(observations):
         summary = np.concatenate([np.where(has, np.where(valid, units, np.inf).min(axis=2), 0.0),
                                   np.where(valid, units, 0.0).max(axis=2), has.astype(np.float32)], axis=-1)
         second = np.maximum(dense(first, "move_hidden") + summary @ p["reply_to_move"]["kernel"], 0)  # [N, K, 8]
-        assert_move_scorer_outputs(out, params, features, moves, second)
+        if tier == MIXED:  # a group is scored where its moves and replies fit the first lists
+            per_group = lambda used: used.reshape(-1, AFTERSTATE_GROUP).sum(axis=1)  # noqa: E731
+            fits = ((per_group((moves < game.NUM_ACTIONS).sum(1)) <= 6 * AFTERSTATE_GROUP)
+                    & (per_group((replies < game.NUM_ACTIONS).sum((1, 2))) <= 2 * AFTERSTATE_GROUP))
+            np.testing.assert_array_equal(out.scored, np.repeat(fits, AFTERSTATE_GROUP))
+            assert fits.all() == (first_turn == 5)
+        else:
+            assert out.scored is None
+        assert_move_scorer_outputs(out, params, features, moves, second,
+                                   rows=slice(None) if tier is None else np.asarray(out.scored))
         if tier is None:
             num = len(observation)
             fits = [(moves < game.NUM_ACTIONS).sum() <= 6 * num and (replies < game.NUM_ACTIONS).sum() <= room * num
@@ -555,3 +565,51 @@ def test_move_logits_with_answers_are_the_three_ply_scorer_by_hand(observations)
         second = relu(dense(first, "move_hidden") + to_move)  # [N, K, 8]
         assert_move_scorer_outputs(out, params, features, moves, second)
     assert answers_seen[0] == 0 and 0 < answers_seen[1] < 40 < answers_seen[2]
+
+
+def test_the_learners_leave_rows_the_network_did_not_score_out_of_their_losses():
+    """Where a training batch's afterstate lists overflow (``MIXED``), the network marks the
+    rows it did not score (``NetworkOutput.scored``); both learners' losses are then those
+    of the scored rows alone, whatever the others hold, and report the share left out."""
+    from beastybar_jax.alphazero.loss import loss_fn as alphazero_loss
+    from beastybar_jax.alphazero.replay import Records
+    from beastybar_jax.config.alphazero import AlphaZeroConfig
+    from beastybar_jax.config.ppo import PPOConfig
+    from beastybar_jax.network import NetworkOutput
+    from beastybar_jax.ppo.loss import Batch, loss_fn as ppo_loss
+
+    rng = np.random.default_rng(0)
+    n, a = 6, game.NUM_ACTIONS
+    scored = np.array([True, False, True, True, False, True])
+    keep = np.flatnonzero(scored)
+    legal = rng.random((n, a)) < 0.5
+    legal[:, 0] = True
+    policy = np.where(legal, rng.random((n, a)), 0.0)
+    floats = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
+
+    class Network:  # a network's outputs, and where it scored them
+        def __init__(self, rows, mask):
+            self.output = NetworkOutput(policy_logits=LOGITS[rows], value=VALUE[rows],
+                                        score_margin=MARGIN[rows], scored=mask)
+
+        def apply(self, params, observation):
+            return self.output
+
+    LOGITS, VALUE, MARGIN = floats(n, a), np.tanh(floats(n)), floats(n)
+    records = Records(observation=floats(n, 3), legal_mask=legal, policy=(policy / policy.sum(1, keepdims=True)),
+                      player=np.zeros(n, np.int8), value=np.sign(floats(n)), score_margin=floats(n),
+                      exact=rng.random(n) < 0.5)
+    batch = Batch(observation=floats(n, 3), legal_mask=legal, action=np.zeros(n, np.int32), log_prob=floats(n) - 2,
+                  value=floats(n), advantage=floats(n), returns=floats(n), weight=(rng.random(n) < 0.8) * 1.0,
+                  aux_target=floats(n), aux_weight=np.ones(n, np.float32))
+    for config in (AlphaZeroConfig(), AlphaZeroConfig(exact_value_targets=True, exact_policy_weight=2.0)):
+        masked = alphazero_loss(None, Network(slice(None), scored), records, config)
+        alone = alphazero_loss(None, Network(keep, None), jax.tree.map(lambda x: x[keep], records), config)
+        for name in alone[1]:
+            np.testing.assert_allclose(masked[1][name], alone[1][name], rtol=1e-6, err_msg=name)
+        np.testing.assert_allclose(masked[1]["unscored_rows"], 2 / 6)  # the share left out, reported
+    masked = ppo_loss(None, Network(slice(None), scored), batch, PPOConfig())
+    alone = ppo_loss(None, Network(keep, None), jax.tree.map(lambda x: x[keep], batch), PPOConfig())
+    for name in alone[1]:
+        np.testing.assert_allclose(masked[1][name], alone[1][name], rtol=1e-6, err_msg=name)
+    np.testing.assert_allclose(masked[1]["unscored_rows"], 2 / 6)

@@ -36,7 +36,7 @@ from beastybar_jax.learning import sharding
 from beastybar_jax.learning.algorithm import Algorithm, unmeasured_game_metrics
 from beastybar_jax.learning.optimizer import global_norm, make_schedule, scan_updates
 
-LEARNER_METRICS = ("loss", "policy_loss", "value_loss", "aux_loss", "policy_entropy", "grad_norm")
+LEARNER_METRICS = ("loss", "policy_loss", "value_loss", "aux_loss", "policy_entropy", "grad_norm", "unscored_rows")
 
 
 @chex.dataclass(frozen=True)
@@ -121,7 +121,7 @@ def make_learner(network, optimizer: optax.GradientTransformation, az: AlphaZero
 
     def learn(params, opt_state, replay, key):
         if az.updates_per_iteration == 0:
-            return params, opt_state, no_learner_metrics(aux_score_head)
+            return params, opt_state, no_learner_metrics(aux_score_head, network.config.afterstates is not None)
         (params, opt_state, _), metrics = scan_updates(
             sgd_step, (params, opt_state, replay), jax.random.split(key, az.updates_per_iteration))
         return params, opt_state, metrics
@@ -129,11 +129,13 @@ def make_learner(network, optimizer: optax.GradientTransformation, az: AlphaZero
     return learn
 
 
-def no_learner_metrics(aux_score_head: bool) -> dict:
+def no_learner_metrics(aux_score_head: bool, afterstates: bool = False) -> dict:
     """The learner's metrics (float32 scalars, as :func:`scan_updates` gives them) as zeros:
     an iteration that does not train. Named here, not read off a trace of the learner,
-    which would trace its every update a second time (seconds of each compile)."""
-    return {name: jnp.zeros((), jnp.float32) for name in LEARNER_METRICS if aux_score_head or name != "aux_loss"}
+    which would trace its every update a second time (seconds of each compile). ``aux_loss``
+    with the aux head only, ``unscored_rows`` with ``afterstates`` only, as the loss reports them."""
+    absent = ({"aux_loss"} if not aux_score_head else set()) | ({"unscored_rows"} if not afterstates else set())
+    return {name: jnp.zeros((), jnp.float32) for name in LEARNER_METRICS if name not in absent}
 
 
 def make_iteration(config, game, network, optimizer, mesh=None):
@@ -144,7 +146,8 @@ def make_iteration(config, game, network, optimizer, mesh=None):
     learn = make_learner(network, optimizer, az, config.network.aux_score_head, constrain)
 
     def skip(params, opt_state, replay, key):
-        return params, opt_state, no_learner_metrics(config.network.aux_score_head)
+        return params, opt_state, no_learner_metrics(config.network.aux_score_head,
+                                                     config.network.afterstates is not None)
 
     def iteration(state: AlphaZeroState, key: jax.Array):
         selfplay_key, learn_key = jax.random.split(key)

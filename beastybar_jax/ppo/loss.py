@@ -121,13 +121,16 @@ def _weighted_mean(x, weight, count):
 
 def loss_fn(params, network, batch: Batch, config: PPOConfig, aux_score_head: bool = True):
     """Clipped policy loss + ``value_loss_weight`` x value MSE - ``entropy_weight`` x
-    entropy (+ ``aux_loss_weight`` x score-margin MSE), means over the rows with weight.
+    entropy (+ ``aux_loss_weight`` x score-margin MSE), means over the rows with weight
+    that the network scored (``NetworkOutput.scored``; ``unscored_rows``: the share of the others).
 
     Returns ``(loss, metrics)``."""
     output = network.apply(params, batch.observation)
     log_policy = jax.nn.log_softmax(masked_logits(output.policy_logits, batch.legal_mask), axis=-1)
     log_prob = jnp.take_along_axis(log_policy, batch.action[:, None], axis=-1)[:, 0]
-    weight = batch.weight
+    weight, aux_rows = batch.weight, batch.aux_weight
+    if output.scored is not None:
+        weight, aux_rows = weight * output.scored, aux_rows * output.scored
     count = jnp.maximum(jnp.sum(weight), 1.0)
 
     advantage = batch.advantage
@@ -143,8 +146,8 @@ def loss_fn(params, network, batch: Batch, config: PPOConfig, aux_score_head: bo
     policy = jnp.exp(log_policy)
     entropy_per_row = -jnp.sum(jnp.where(batch.legal_mask, policy * log_policy, 0.0), axis=-1)
     entropy = _weighted_mean(entropy_per_row, weight, count)
-    aux_count = jnp.maximum(jnp.sum(batch.aux_weight), 1.0)
-    aux_loss = _weighted_mean(jnp.square(output.score_margin - batch.aux_target), batch.aux_weight, aux_count)
+    aux_count = jnp.maximum(jnp.sum(aux_rows), 1.0)
+    aux_loss = _weighted_mean(jnp.square(output.score_margin - batch.aux_target), aux_rows, aux_count)
     aux_weight = config.aux_loss_weight if aux_score_head else 0.0
 
     loss = (policy_loss + config.value_loss_weight * value_loss - config.entropy_weight * entropy
@@ -155,6 +158,8 @@ def loss_fn(params, network, batch: Batch, config: PPOConfig, aux_score_head: bo
         clip_fraction=_weighted_mean((jnp.abs(ratio - 1.0) > config.clip_epsilon).astype(jnp.float32), weight,
                                      count),
     )
+    if output.scored is not None:
+        metrics["unscored_rows"] = 1.0 - jnp.mean(output.scored.astype(jnp.float32))
     if not aux_score_head:  # a loss of weight 0: not part of ``loss``, so not reported
         del metrics["aux_loss"]
     return loss, metrics
