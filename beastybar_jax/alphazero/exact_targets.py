@@ -36,9 +36,9 @@ def apply(game: Game, played: PlayedMoves, state: SelfPlayState, budget: int = 0
           lanes: int = 0):
     """Solve the positions of ``played`` (``[M, B]``, :func:`~beastybar_jax.alphazero.selfplay.play_moves`)
     in one batch within ``budget`` solver iterations (0: no limit), ``lanes`` of them side by
-    side (0: the solver's choice), and give each solved one
-    its exact targets: in ``played``'s records, and in ``state``'s trajectory where its game
-    is still running. Returns ``(played, state, number of positions solved)``."""
+    side (0: the solver's choice), and give each solved one its exact targets: in
+    ``played``'s records, and in ``state``'s trajectory where its game is still running.
+    Returns ``(played, state, number of positions solved)``."""
     num_moves, num_games = played.index.shape
     flat = jax.tree.map(lambda x: x.reshape((num_moves * num_games,) + x.shape[2:]), played.games)
     record = played.record

@@ -198,8 +198,9 @@ class Afterstates(NamedTuple):
         ``compact``: the capacities the scorer asks for: the moves', the reply capacities a
         search tries in turn where the lists overflow (then the slots), and for answers the
         (reply, answer) pairs in turn; each at least the one before (a batch that fits one
-        fits the next). The learners try the first only, then the slots: it
-        should hold batches that mix positions of every turn (``afterstate_scorer.MIXED``).
+        fits the next). The learners use the first only, leaving out the rows of a group that
+        overflows it: it should hold batches that mix positions of every turn, with room to
+        spare (``afterstate_scorer.MIXED``).
       replies: a second ply, ``replies(observation) -> (float32[K, R, size], int32[K, R])``:
         for each move slot, the opponent's legal replies as far as the observer knows them
         (none where the observer cannot know the opponent's hand); unused rows zero with id ``A``.
